@@ -1,0 +1,222 @@
+// The one public header of the engine: what server/, bench/ and tests include.
+//
+// An Engine owns one model on one backend and one worker thread that alone touches the
+// backend. Callers Submit() requests from any thread; the worker batches all active
+// sequences into one ragged forward per step and reports progress through each request's
+// EventSink. Every accepted request receives exactly one OnFinal() call, whatever happens
+// (finished, cancelled, deadline, engine shutdown, internal error).
+//
+// Thread-safety: all public methods of Engine are thread-safe. EventSink and EngineObserver
+// methods are called on the worker thread and must not block.
+#ifndef DLLM_ENGINE_ENGINE_H_
+#define DLLM_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace dllm {
+
+class Tokenizer;
+
+// ---------------------------------------------------------------- request parameters
+
+// Which positions get unmasked each step.
+enum class Schedule {
+  kBlock,     // LLaDA semi-autoregressive blocks with a per-block quota (or threshold)
+  kTimestep,  // Dream's linspace(1, eps, steps+1) schedule
+  kWindow,    // sliding window over the W leftmost masks, confidence threshold inside
+};
+
+// How candidates are ranked. kLowConfidence/kRandom are LLaDA's remasking; the rest are
+// Dream's `alg` values (kMaskgitPlus ranks by top-1 probability like kLowConfidence).
+enum class Remasking { kLowConfidence, kRandom, kOrigin, kMaskgitPlus, kTopkMargin, kEntropy };
+
+struct DecodingParams {
+  Schedule schedule = Schedule::kBlock;
+  Remasking remasking = Remasking::kLowConfidence;
+  int steps = 0;         // total denoising steps for quota schedules; 0 = gen length
+  int block_length = 32;  // kBlock
+  int window = 32;        // kWindow: masks in the current denoising window
+  // > 0: commit every candidate whose confidence >= threshold, at least one per step
+  // (Fast-dLLM parallel decoding). Applies to kBlock and kWindow. 0: quota schedule.
+  float confidence_threshold = 0.0f;
+  float eps = 1e-3f;      // kTimestep
+  float alg_temp = 0.0f;  // kTimestep: > 0 samples positions from softmax(conf / alg_temp)
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+enum class CachePolicyKind {
+  kNone,      // vanilla: full forward every step
+  kEntropy,   // EntropyCache
+  kDual,      // Fast-dLLM DualCache: full at each block start, current block in between
+  kInterval,  // full every refresh_interval steps, EntropyCache's partial step in between
+};
+
+struct CacheParams {
+  CachePolicyKind policy = CachePolicyKind::kNone;
+  float entropy_threshold = 0.5f;  // tau, nats: max committed entropy > tau => next step full
+  int recent_k = 32;               // most recently committed tokens recomputed in partial steps
+  int refresh_interval = 8;        // kInterval
+};
+
+// Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
+// when several are set: callers set one.
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+struct GenerationRequest {
+  std::string id;  // caller's id, echoed in logs and events
+  std::optional<std::string> prompt_text;  // raw text, tokenized without a chat template
+  std::vector<ChatMessage> messages;       // rendered with the model's chat template
+  std::vector<int32_t> prompt_ids;         // used verbatim
+  int max_new_tokens = 64;                 // canvas length G
+  DecodingParams decoding;
+  CacheParams cache;
+  int snapshot_every_steps = 0;            // 0: no provisional canvas snapshots
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// ---------------------------------------------------------------- events
+
+enum class FinishReason { kLength, kEos, kCancelled, kDeadline, kError };
+const char* FinishReasonName(FinishReason reason);
+
+struct SequenceStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;  // tokens of the answer before the first end token
+  int steps = 0;
+  int full_steps = 0;
+  int partial_steps = 0;
+  int64_t rows_computed = 0;  // query rows summed over steps
+  double decision_seconds = 0;  // time spent in the cache policy's decisions
+  double mean_committed_entropy = 0;
+  double max_committed_entropy = 0;
+  double queue_seconds = 0;
+  double first_commit_seconds = 0;  // from submission
+  double total_seconds = 0;          // from submission to final event
+  double RefreshRatio() const { return steps ? double(full_steps) / steps : 0.0; }
+};
+
+struct CommitEvent {
+  int step = 0;
+  std::vector<int32_t> positions;  // canvas-relative answer positions committed this step
+  std::vector<int32_t> tokens;
+  // Newly final text: append-only, never splits a UTF-8 character. Text after the first
+  // end token is never emitted. May be empty when the committed tokens are not yet a prefix.
+  std::string text_delta;
+};
+
+struct SnapshotEvent {
+  int step = 0;
+  std::string canvas_text;  // answer region, masks rendered as the placeholder "▒"
+};
+
+struct FinalEvent {
+  absl::Status status;  // OK for kLength/kEos; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
+  FinishReason reason = FinishReason::kLength;
+  std::string text;                  // full answer, cut at the first end token
+  std::vector<int32_t> token_ids;    // the same, as ids
+  SequenceStats stats;
+};
+
+// Receives one request's progress. Called on the worker thread; must not block. The engine
+// keeps its reference until after OnFinal returns.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnCommit(const CommitEvent& event) = 0;
+  virtual void OnSnapshot(const SnapshotEvent& event) {}
+  virtual void OnFinal(const FinalEvent& event) = 0;
+};
+
+// Engine-level observations for metrics. Called on the worker thread; must not block.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  struct StepInfo {
+    int sequences = 0;       // batch size of this step
+    int full_sequences = 0;  // sequences that did a full refresh
+    int partial_sequences = 0;
+    int64_t rows = 0;        // query rows over the whole batch
+    double seconds = 0;      // wall time of the step (plan + forward + commit)
+    double decision_seconds = 0;
+    std::vector<float> committed_entropies;  // one per token committed this step
+  };
+  virtual void OnStep(const StepInfo& info) {}
+  // Gauges, reported after every step and every admission change.
+  virtual void OnQueue(int waiting, int running, double kv_usage_ratio) {}
+  virtual void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {}
+};
+
+// ---------------------------------------------------------------- engine
+
+enum class BackendKind { kCpu, kCuda };
+
+struct EngineOptions {
+  std::string model_dir;
+  BackendKind backend = BackendKind::kCpu;
+  int max_batch_sequences = 8;
+  int64_t kv_budget_bytes = int64_t{1} << 30;
+  int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
+  int cpu_threads = 0;      // 0: leave OpenBLAS's default
+  int max_new_tokens_limit = 1024;
+  EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
+};
+
+struct ModelInfo {
+  std::string family;  // "llada" | "dream"
+  std::string model_dir;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_layers = 0;
+  int max_positions = 0;
+  int32_t mask_token_id = -1;
+  std::vector<int32_t> end_token_ids;
+  DecodingParams default_decoding;  // per-family defaults
+  CacheParams default_cache;
+};
+
+using RequestId = uint64_t;
+
+class Engine {
+ public:
+  // Loads the model, builds the backend and starts the worker thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  virtual ~Engine() = default;  // cancels what is left, joins the worker
+
+  // Validates, tokenizes and enqueues. Errors: INVALID_ARGUMENT (bad parameters, naming the
+  // field), RESOURCE_EXHAUSTED (queue full or request larger than the KV budget),
+  // UNAVAILABLE (draining or shut down). On OK the sink will get exactly one OnFinal.
+  virtual absl::StatusOr<RequestId> Submit(GenerationRequest request,
+                                           std::shared_ptr<EventSink> sink) = 0;
+
+  // Cancels a queued or running request; it ends with FinishReason::kCancelled within one
+  // step. Unknown or finished ids are ignored.
+  virtual void Cancel(RequestId id) = 0;
+
+  // Stops admitting (Submit returns UNAVAILABLE), waits up to `timeout` for in-flight work,
+  // then cancels what remains. Returns when every accepted request got its final event.
+  virtual void Drain(absl::Duration timeout) = 0;
+
+  virtual const ModelInfo& model_info() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  // Renders and tokenizes a request's input as Submit would, without enqueueing.
+  virtual absl::StatusOr<std::vector<int32_t>> TokenizeInput(
+      const GenerationRequest& request) const = 0;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_ENGINE_H_
