@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/model/chat_template.h"
 
 namespace dllm {
 
@@ -70,11 +71,7 @@ struct CacheParams {
 };
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
-// when several are set: callers set one.
-struct ChatMessage {
-  std::string role;  // system | user | assistant
-  std::string content;
-};
+// when several are set: callers set one. ChatMessage comes from engine/model/chat_template.h.
 
 struct GenerationRequest {
   std::string id;  // caller's id, echoed in logs and events
