@@ -16,7 +16,8 @@ Both families are a pre-norm Llama-style transformer with:
 `DiffusionLM.forward(ids[B,N])` returns UNSHIFTED logits [B,N,V]: row i is the model output
 at position i. Dream's sampler uses row i-1 for token i; callers apply that shift.
 
-The module computes in the dtype of its parameters (use fp32 for goldens). The bf16
+The module computes in the dtype of its parameters (fp32, or fp64 for the goldens; norm
+statistics, RoPE and softmax use fp32 when the parameters are 16-bit). The bf16
 rounding points of the production PyTorch code (models.md section 5) are not emulated.
 
 Everything here is inference only; no training code.
@@ -205,6 +206,12 @@ class Arch:
 # ----------------------------------------------------------------------------------------
 
 
+def acc_dtype(dtype):
+    """Dtype for statistics/rotations: fp32 for 16-bit inputs, else the input dtype (so a
+    float64 model stays float64 throughout)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
         super().__init__()
@@ -212,7 +219,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        xf = x.float()
+        xf = x.to(acc_dtype(x.dtype))
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * xf.to(x.dtype)
 
@@ -231,9 +238,11 @@ def rotate_half(x):
 
 
 def apply_rope(x, cos, sin):
-    """x: [..., N, head_dim]; cos/sin: [N, head_dim]. Computed in fp32, returned in x.dtype."""
-    xf = x.float()
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    """x: [..., N, head_dim]; cos/sin: [N, head_dim] (fp32 tables as the checkpoints' code
+    builds them). Rotated in fp32 (or x's dtype if wider), returned in x.dtype."""
+    acc = acc_dtype(x.dtype)
+    xf = x.to(acc)
+    return (xf * cos.to(acc) + rotate_half(xf) * sin.to(acc)).to(x.dtype)
 
 
 class Block(nn.Module):
@@ -263,7 +272,8 @@ class Block(nn.Module):
         if r > 1:  # kv head j -> q heads j*r .. j*r+r-1
             k = k.repeat_interleave(r, dim=1)
             v = v.repeat_interleave(r, dim=1)
-        scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(a.head_dim)
+        acc = acc_dtype(q.dtype)
+        scores = (q.to(acc) @ k.to(acc).transpose(-1, -2)) / math.sqrt(a.head_dim)
         p = torch.softmax(scores, dim=-1).to(v.dtype)  # no mask: fully bidirectional
         o = (p @ v).transpose(1, 2).reshape(b, n, a.hidden)
         return self.o_proj(o)
@@ -310,14 +320,29 @@ class DiffusionLM(nn.Module):
         logits = self.lm_head(self.final_norm(h))
         return (logits, hidden) if return_hidden else logits
 
-    def init_random(self, generator, std=0.05, norm_jitter=0.1):
-        """Random init for fixtures: N(0, std) matrices/biases, norm weights 1 + U(-j, j)."""
+    def init_random(self, generator, gain=1.0, qk_gain=1.5, embed_std=0.02, bias_std=0.1,
+                    norm_jitter=0.2):
+        """Seeded random init for fixtures. Matrices ~ N(0, gain/sqrt(fan_in)) so that every
+        block changes the residual stream by O(1) (with a fixed tiny std such as 0.02 the
+        blocks would barely matter and attention would be near-uniform, making goldens
+        insensitive to RoPE/attention bugs); q/k use qk_gain for peaky attention. Norm
+        weights are 1 + U(-j, j), biases N(0, bias_std), embedding rows N(0, embed_std); the
+        small embedding std (like real checkpoints) makes rms_norm_eps visible in the output."""
+        def normal(shape, std):
+            return std * torch.randn(shape, generator=generator)
+
         with torch.no_grad():
             for name, p in self.named_parameters():
                 if name.endswith("norm.weight"):
-                    p.copy_(1.0 + norm_jitter * (2 * torch.rand(p.shape, generator=generator) - 1))
+                    u = torch.rand(p.shape, generator=generator)
+                    p.copy_(1.0 + norm_jitter * (2 * u - 1))
+                elif name == "embed.weight":
+                    p.copy_(normal(p.shape, embed_std))
+                elif name.endswith(".bias"):
+                    p.copy_(normal(p.shape, bias_std))
                 else:
-                    p.copy_(std * torch.randn(p.shape, generator=generator))
+                    g = qk_gain if (".q_proj." in name or ".k_proj." in name) else gain
+                    p.copy_(normal(p.shape, g / math.sqrt(p.shape[1])))
         return self
 
 
