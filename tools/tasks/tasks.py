@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Seeded generator of small, machine-checkable tasks for the tiny diffusion models.
+
+Seven task families, each with short natural-ish prompts and an exact answer string:
+
+  add      two-digit addition                 "What is 47 + 38?"                 -> "85"
+  sub      two-digit subtraction (a >= b)     "What is 83 - 27?"                 -> "56"
+  max      larger of two numbers              "Which is larger, 17 or 71?"       -> "71"
+  sort     sort 3-5 digits ascending          "Sort these numbers: 7 2 9 4"      -> "2 4 7 9"
+  reverse  reverse a list of 2-4 words        "Reverse the words: cat sun red"   -> "red sun cat"
+  count    count the words in a list          "Count the words: dog cat sun"     -> "3"
+  word     templated word problem             "Tom has 5 apples. He buys 3 more. ..." -> "8"
+
+Splits come from distinct seeds; validation and test prompts are removed from training and
+test prompts from validation, so no prompt appears in two splits. A prompt fully determines
+its answer, so excluding prompts excludes items.
+
+Usage:  python3 tools/tasks/tasks.py --write   (regenerates tools/tasks/data/{test,val}.jsonl)
+"""
+import argparse
+import json
+import os
+import random
+
+FAMILIES = ["add", "sub", "max", "sort", "reverse", "count", "word"]
+
+WORDS = [
+    "cat", "dog", "sun", "red", "blue", "tree", "fish", "bird", "moon", "star", "car", "book",
+    "milk", "rain", "hat", "cup", "box", "pen", "key", "door", "lamp", "ship", "frog", "rose",
+]
+NAMES = ["Tom", "Anna", "Ben", "Lucy", "Sam", "Mia", "Max", "Emma"]
+PRONOUN = {"Tom": "He", "Ben": "He", "Sam": "He", "Max": "He",
+           "Anna": "She", "Lucy": "She", "Mia": "She", "Emma": "She"}
+OBJECTS = ["apples", "books", "coins", "pens", "cards", "eggs", "shells", "stamps"]
+
+TEST_SEED = 1001
+VAL_SEED = 2002
+TRAIN_SEED = 3003
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _add(r):
+    a, b = r.randint(0, 99), r.randint(0, 99)
+    t = r.choice(["What is {a} + {b}?", "Add {a} and {b}."])
+    return t.format(a=a, b=b), str(a + b)
+
+
+def _sub(r):
+    a, b = r.randint(0, 99), r.randint(0, 99)
+    a, b = max(a, b), min(a, b)
+    t = r.choice(["What is {a} - {b}?", "Subtract {b} from {a}."])
+    return t.format(a=a, b=b), str(a - b)
+
+
+def _max(r):
+    a, b = r.randint(0, 99), r.randint(0, 99)
+    while b == a:
+        b = r.randint(0, 99)
+    t = r.choice(["Which is larger, {a} or {b}?", "What is the maximum of {a} and {b}?"])
+    return t.format(a=a, b=b), str(max(a, b))
+
+
+def _sort(r):
+    xs = [r.randint(0, 9) for _ in range(r.randint(3, 5))]
+    t = r.choice(["Sort these numbers: {x}", "Sort in ascending order: {x}"])
+    return t.format(x=" ".join(map(str, xs))), " ".join(map(str, sorted(xs)))
+
+
+def _reverse(r):
+    ws = [r.choice(WORDS) for _ in range(r.randint(2, 4))]
+    t = r.choice(["Reverse the words: {x}", "Say these words backwards: {x}"])
+    return t.format(x=" ".join(ws)), " ".join(reversed(ws))
+
+
+def _count(r):
+    ws = [r.choice(WORDS) for _ in range(r.randint(1, 7))]
+    t = r.choice(["Count the words: {x}", "How many words are in this list: {x}"])
+    return t.format(x=" ".join(ws)), str(len(ws))
+
+
+def _word(r):
+    name, obj = r.choice(NAMES), r.choice(OBJECTS)
+    a, b = r.randint(2, 20), r.randint(1, 9)
+    if r.random() < 0.5:
+        p = f"{name} has {a} {obj}. {PRONOUN[name]} buys {b} more. How many {obj} does {name} have now?"
+        return p, str(a + b)
+    b = min(b, a)
+    p = f"{name} has {a} {obj}. {PRONOUN[name]} gives away {b}. How many {obj} does {name} have now?"
+    return p, str(a - b)
+
+
+GENERATORS = {"add": _add, "sub": _sub, "max": _max, "sort": _sort, "reverse": _reverse,
+              "count": _count, "word": _word}
+
+
+def generate(seed, n_per_family, exclude=frozenset()):
+    """n_per_family distinct items per family (round-robin order), prompts not in `exclude`."""
+    r = random.Random(seed)
+    seen = set(exclude)
+    per = {f: [] for f in FAMILIES}
+    for f in FAMILIES:
+        tries = 0
+        while len(per[f]) < n_per_family:
+            prompt, answer = GENERATORS[f](r)
+            tries += 1
+            if tries > 1000 * n_per_family + 10000:
+                raise RuntimeError(f"family {f}: cannot find {n_per_family} distinct prompts")
+            if prompt in seen:
+                continue
+            seen.add(prompt)
+            per[f].append({"prompt": prompt, "answer": answer, "family": f})
+    out = []
+    for i in range(n_per_family):
+        for f in FAMILIES:
+            out.append(per[f][i])
+    return out
+
+
+def stream(seed, exclude):
+    """Endless training stream (families uniformly mixed); prompts in `exclude` are skipped."""
+    r = random.Random(seed)
+    while True:
+        f = FAMILIES[r.randrange(len(FAMILIES))]
+        prompt, answer = GENERATORS[f](r)
+        if prompt in exclude:
+            continue
+        yield {"prompt": prompt, "answer": answer, "family": f}
+
+
+def check(output, answer):
+    """Exact match after stripping surrounding whitespace."""
+    return output.strip() == answer.strip()
+
+
+def test_split():
+    return generate(TEST_SEED, 150)
+
+
+def val_split(test):
+    return generate(VAL_SEED, 30, exclude=frozenset(x["prompt"] for x in test))
+
+
+def load_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_splits():
+    """(test, val, exclude-set for training), from the committed files when present."""
+    tp, vp = os.path.join(DATA_DIR, "test.jsonl"), os.path.join(DATA_DIR, "val.jsonl")
+    if os.path.exists(tp) and os.path.exists(vp):
+        test, val = load_jsonl(tp), load_jsonl(vp)
+    else:
+        test = test_split()
+        val = val_split(test)
+    return test, val, frozenset(x["prompt"] for x in test + val)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true", help="write data/test.jsonl and data/val.jsonl")
+    args = ap.parse_args()
+    test = test_split()
+    val = val_split(test)
+    assert not set(x["prompt"] for x in test) & set(x["prompt"] for x in val)
+    if args.write:
+        os.makedirs(DATA_DIR, exist_ok=True)
+        for name, items in (("test", test), ("val", val)):
+            with open(os.path.join(DATA_DIR, name + ".jsonl"), "w", encoding="utf-8") as f:
+                for x in items:
+                    f.write(json.dumps(x, ensure_ascii=False) + "\n")
+    print(f"test {len(test)} val {len(val)}")
+    for x in test[:7]:
+        print(x)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Shared pieces of the tiny-model training and evaluation scripts.
+
+Families use the names "llada" and "dream" here; the config.json model_type is "llada" /
+"Dream" (tools/reference/modeling.py constants).
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "tasks"))
+sys.path.insert(0, HERE)
+
+import bpe  # noqa: E402
+import modeling  # noqa: E402
+import tasks  # noqa: E402
+
+MODEL_TYPE = {"llada": modeling.LLADA, "dream": modeling.DREAM}
+
+
+class Specials:
+    """Token ids the objective and the sampler need."""
+
+    def __init__(self, family, tok):
+        if family == "llada":
+            self.mask = tok.token_id("<|mdm_mask|>")
+            self.eot = tok.token_id("<|eot_id|>")
+            self.eos = tok.token_id("<|endoftext|>")
+            self.bos = tok.token_id("<|startoftext|>")
+        else:
+            self.mask = tok.token_id("<|mask|>")
+            self.eot = tok.token_id("<|im_end|>")
+            self.eos = tok.token_id("<|endoftext|>")
+            self.bos = self.eos  # Dream: bos = eos = pad = <|endoftext|>
+        self.pad = self.eos
+        self.end = (self.eot, self.eos)
+
+
+def family_of(cfg):
+    return "llada" if cfg["model_type"] == modeling.LLADA else "dream"
+
+
+def prompt_ids(tok, family, prompt):
+    return tok.encode(bpe.render_chat(family, prompt))
+
+
+def answer_region(tok, sp, answer, gen_length):
+    """answer tokens, end-of-turn, then EOS up to gen_length. None when it does not fit."""
+    ids = tok.encode(answer) + [sp.eot]
+    if len(ids) > gen_length:
+        return None
+    return ids + [sp.eos] * (gen_length - len(ids))
+
+
+def cut_answer(tok, sp, output_ids):
+    """Text of the answer region up to the first end token (<|eot|>-like or EOS)."""
+    out = []
+    for i in output_ids:
+        if i in sp.end:
+            break
+        out.append(i)
+    return tok.decode(out, skip_special=True)

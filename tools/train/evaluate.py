@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Vanilla masked-diffusion decoding and exact-match evaluation of a tiny model folder.
+
+Sampler (the one the C++ engine is checked against, token for token):
+  canvas = prompt ids + G x MASK; G steps, one token committed per step;
+  per step: one full forward over the canvas (fp32 compute, weights = the bf16 values stored
+  in model.safetensors), logits for answer position p are row p (LLaDA) or row p-1 (Dream,
+  shifted); probs = softmax(logits) in fp32; proposal = argmax (ties -> lowest id),
+  confidence = its probability; among still-masked answer positions commit the one with the
+  highest confidence (ties -> lowest position). This is LLaDA generate.py with steps =
+  gen_length = block_length, temperature 0, remasking low_confidence (up to the confidence
+  being fp32 rather than bf16), and Dream's confidence-ranked sampling with one token per
+  step. Output text is cut at the first end token.
+
+Usage:
+  evaluate.py --model models/llada-tiny --split tools/tasks/data/test.jsonl \
+      --out tools/train/out/llada-tiny_test_generations.jsonl
+"""
+import argparse
+import collections
+import json
+import os
+import time
+
+import torch
+
+import common
+from common import bpe, modeling, tasks
+
+
+@torch.no_grad()
+def decode_batch(model, family, prompts, gen_length, mask_id):
+    """prompts: int64 [B,P] (all the same length). Returns the answer region [B,G]."""
+    b, p = prompts.shape
+    x = torch.cat([prompts, torch.full((b, gen_length), mask_id, dtype=torch.long)], dim=1)
+    rows = torch.arange(b)
+    for _ in range(gen_length):
+        logits = model(x).float()
+        if family == "dream":
+            logits = logits[:, p - 1:p + gen_length - 1]
+        else:
+            logits = logits[:, p:p + gen_length]
+        probs = torch.softmax(logits, dim=-1)
+        conf, x0 = probs.max(dim=-1)  # first maximal index on ties
+        masked = x[:, p:] == mask_id
+        conf = torch.where(masked, conf, torch.full_like(conf, -float("inf")))
+        pos = conf.argmax(dim=-1)  # first maximal position on ties
+        x[rows, p + pos] = x0[rows, pos]
+    return x[:, p:]
+
+
+def evaluate(model, tok, family, items, gen_length, batch_size=64):
+    """Returns a list of generation records in the order of `items`."""
+    sp = common.Specials(family, tok)
+    enc = [common.prompt_ids(tok, family, it["prompt"]) for it in items]
+    groups = collections.defaultdict(list)
+    for i, ids in enumerate(enc):
+        groups[len(ids)].append(i)
+    records = [None] * len(items)
+    for plen in sorted(groups):
+        idx = groups[plen]
+        for s in range(0, len(idx), batch_size):
+            chunk = idx[s:s + batch_size]
+            prompts = torch.tensor([enc[i] for i in chunk], dtype=torch.long)
+            out = decode_batch(model, family, prompts, gen_length, sp.mask)
+            for j, i in enumerate(chunk):
+                ids = out[j].tolist()
+                text = common.cut_answer(tok, sp, ids)
+                it = items[i]
+                records[i] = {"prompt": it["prompt"], "family": it["family"],
+                              "answer": it["answer"], "prompt_ids": enc[i],
+                              "gen_length": gen_length, "output_ids": ids, "text": text,
+                              "correct": tasks.check(text, it["answer"])}
+    return records
+
+
+def summarize(records):
+    by = collections.defaultdict(lambda: [0, 0])
+    for r in records:
+        by[r["family"]][0] += int(r["correct"])
+        by[r["family"]][1] += 1
+    total = sum(v[0] for v in by.values()) / max(1, len(records))
+    return total, {f: v[0] / v[1] for f, v in sorted(by.items())}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--split", default=os.path.join(tasks.DATA_DIR, "test.jsonl"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--gen-length", type=int, default=None,
+                    help="default: gen_length from the model's generation_config.json")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model, cfg = modeling.load_checkpoint(args.model, torch.float32)
+    family = common.family_of(cfg)
+    tok = bpe.load(args.model)
+    g = args.gen_length
+    if g is None:
+        with open(os.path.join(args.model, "generation_config.json")) as f:
+            g = json.load(f)["gen_length"]
+    items = tasks.load_jsonl(args.split)
+    t0 = time.time()
+    records = evaluate(model, tok, family, items, g)
+    total, per = summarize(records)
+    print(json.dumps({"model": args.model, "family": family, "items": len(records),
+                      "gen_length": g, "exact_match": round(total, 4),
+                      "per_family": {k: round(v, 4) for k, v in per.items()},
+                      "seconds": round(time.time() - t0, 1)}))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps({k: r[k] for k in ("prompt", "prompt_ids", "gen_length",
+                                                      "output_ids", "text", "correct",
+                                                      "answer", "family")},
+                                   ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Trains a tiny masked-diffusion model (LLaDA or Dream format) on the tools/tasks suite.
+
+Objective (LLaDA SFT, GUIDELINES.md): every training sequence is the chat-rendered prompt
+followed by a fixed answer region of G tokens (answer, end-of-turn, EOS padding). Per
+sequence t ~ U(0,1) (stratified over the batch), p = (1 - eps) t + eps; each answer-region
+token is replaced by MASK with probability p (the prompt is never masked); the loss is the
+cross entropy on masked positions weighted by 1/p, summed and divided by (batch * G), i.e.
+normalized by the answer length as in LLaDA. LLaDA predicts token i from logits row i; Dream
+predicts token i from row i-1 (shifted objective, as its sampler reads the logits).
+
+The tokenizer is trained first (byte-level BPE on rendered training conversations), then the
+model (tools/reference/modeling.py DiffusionLM, fp32). Every `--eval-every` steps the model
+is rounded to bf16 and decoded on the validation split with the evaluation sampler; the best
+checkpoint by exact match is written to --out (bf16 safetensors + config + tokenizer files),
+so a run killed by the wall-clock cap still leaves its best model. Seeded; deterministic for
+a fixed thread count (the wall-clock cap only decides where the run stops).
+
+Example:
+  train.py --family llada --out models/llada-tiny --gen-length 12 --seed 1
+"""
+import argparse
+import collections
+import copy
+import itertools
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import common
+import evaluate
+from common import bpe, modeling, tasks
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def init_weights(model, seed, std=0.02):
+    g = torch.Generator().manual_seed(seed)
+    n_layers = model.arch.layers
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            elif name.endswith(".bias"):
+                p.zero_()
+            elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
+                p.copy_(torch.randn(p.shape, generator=g) * std / math.sqrt(2 * n_layers))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+
+
+def build_batches(seqs, plens, batch_size, rng):
+    """Groups equal-length sequences (prompt lengths equal) into batches; shuffled order."""
+    by = collections.defaultdict(list)
+    for s, pl in zip(seqs, plens):
+        by[pl].append(s)
+    batches = []
+    for pl, ss in by.items():
+        rng.shuffle(ss)
+        for i in range(0, len(ss), batch_size):
+            chunk = ss[i:i + batch_size]
+            if len(chunk) >= max(4, batch_size // 4):
+                batches.append((pl, torch.tensor(chunk, dtype=torch.long)))
+    rng.shuffle(batches)
+    return batches
+
+
+def lr_at(step, max_steps, lr, warmup):
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    q = min(1.0, (step - warmup) / max(1, max_steps - warmup))
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * q)))
+
+
+def rounded_copy(model):
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    m.eval()
+    return m
+
+
+def save_model(model, cfg, tok, family, gen_length, out_dir, info):
+    os.makedirs(out_dir, exist_ok=True)
+    modeling.save_checkpoint(model, cfg, out_dir, dtype=torch.bfloat16)
+    tok.save(out_dir, model_max_length=cfg.get("max_sequence_length",
+                                                cfg.get("max_position_embeddings")))
+    sp = common.Specials(family, tok)
+    gen = modeling.make_generation_config(cfg["model_type"], sp.eos, sp.pad, sp.bos)
+    # Settings of the sampler the model was validated with (tools/train/evaluate.py).
+    gen.update({"gen_length": gen_length, "steps": gen_length, "temperature": 0.0})
+    if family == "llada":
+        gen.update({"block_length": gen_length, "remasking": "low_confidence"})
+    else:
+        gen.update({"max_new_tokens": gen_length, "alg": "maskgit_plus"})
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(out_dir, "training_state.json"), "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", choices=["llada", "dream"], required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gen-length", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=None)
+    ap.add_argument("--intermediate", type=int, default=384)
+    ap.add_argument("--tok-vocab", type=int, default=512, help="BPE base vocab (before specials)")
+    ap.add_argument("--tok-corpus", type=int, default=20000)
+    ap.add_argument("--pool", type=int, default=300000, help="training examples generated")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--max-steps", type=int, default=3000)
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--minutes", type=float, default=45.0, help="hard wall-clock cap")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eps", type=float, default=1e-3)
+    ap.add_argument("--bench", type=int, default=0, help="time this many steps and exit")
+    args = ap.parse_args()
+
+    t_start = time.time()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    family = args.family
+    g_len = args.gen_length
+
+    test, val, exclude = tasks.load_splits()
+    stream = tasks.stream(tasks.TRAIN_SEED + args.seed, exclude)
+    corpus = list(itertools.islice(stream, args.tok_corpus))
+    tok = bpe.build(family, [bpe.render_chat(family, x["prompt"]) + x["answer"] for x in corpus],
+                    args.tok_vocab)
+    sp = common.Specials(family, tok)
+    vocab_rows = (len(tok) + 63) // 64 * 64  # embedding rows padded like the real checkpoints
+    log(f"tokenizer: base {len(tok.vocab)} merges {len(tok.merges)} size {len(tok)} "
+        f"rows {vocab_rows} mask {sp.mask} eot {sp.eot} eos {sp.eos}")
+
+    seqs, plens = [], []
+    for x in itertools.chain(corpus, itertools.islice(stream, args.pool - len(corpus))):
+        pid = common.prompt_ids(tok, family, x["prompt"])
+        ans = common.answer_region(tok, sp, x["answer"], g_len)
+        if ans is None:
+            raise SystemExit(f"answer does not fit in G={g_len}: {x}")
+        seqs.append(pid + ans)
+        plens.append(len(pid))
+    log(f"pool {len(seqs)} examples, prompt lengths {min(plens)}..{max(plens)}")
+
+    kv = args.kv_heads or args.heads
+    cfg = modeling.make_config(
+        common.MODEL_TYPE[family], args.hidden, args.layers, args.heads, kv, args.intermediate,
+        vocab_rows, 500000.0 if family == "llada" else 1000000.0,
+        1e-5 if family == "llada" else 1e-6, 512 if family == "llada" else 1024,
+        sp.mask, sp.eos, sp.pad, sp.bos)
+    model = modeling.DiffusionLM(cfg)
+    init_weights(model, args.seed)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model {family}: {n_params} params ({2 * n_params / 1e6:.2f} MB bf16)")
+
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+
+    batches, bi, epoch = [], 0, 0
+    best, best_step, step = -1.0, -1, 0
+    shift = 1 if family == "dream" else 0
+    t_train = time.time()
+    ema_loss = None
+
+    def run_eval(step):
+        nonlocal best, best_step
+        m = rounded_copy(model)
+        te = time.time()
+        recs = evaluate.evaluate(m, tok, family, val, g_len)
+        acc, per = evaluate.summarize(recs)
+        improved = acc > best
+        log(f"eval step {step}: val exact {acc:.4f} "
+            + " ".join(f"{k}={v:.2f}" for k, v in per.items())
+            + f" ({time.time() - te:.1f}s){' *best*' if improved else ''}")
+        if improved:
+            best, best_step = acc, step
+            info = {"family": family, "step": step, "val_exact_match": acc, "val_per_family": per,
+                    "train_seconds": round(time.time() - t_train, 1), "args": vars(args),
+                    "params": n_params, "tokenizer_size": len(tok)}
+            save_model(model, cfg, tok, family, g_len, args.out, info)
+
+    while step < args.max_steps:
+        if bi >= len(batches):
+            batches, bi = build_batches(seqs, plens, args.batch, rng), 0
+            epoch += 1
+        plen, x0 = batches[bi]
+        bi += 1
+        b = x0.shape[0]
+        t = (torch.arange(b, dtype=torch.float32) + torch.rand(b)) / b
+        t = t[torch.randperm(b)]
+        p_mask = (1 - args.eps) * t + args.eps
+        masked = torch.rand(b, g_len) < p_mask[:, None]
+        x = x0.clone()
+        region = x[:, plen:]
+        region[masked] = sp.mask
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, args.max_steps, args.lr, args.warmup)
+        logits = model(x)[:, plen - shift:plen - shift + g_len]
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x0[:, plen:].reshape(-1),
+                             reduction="none").view(b, g_len)
+        loss = (ce * masked / p_mask[:, None]).sum() / (b * g_len)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema_loss = loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
+        if args.bench and step >= args.bench:
+            el = time.time() - t_train
+            log(f"bench: {step} steps in {el:.1f}s = {el / step:.3f}s/step")
+            return
+        if step % 50 == 0:
+            log(f"step {step} loss {ema_loss:.4f} lr {opt.param_groups[0]['lr']:.2e} "
+                f"epoch {epoch} elapsed {time.time() - t_start:.0f}s")
+        if step % args.eval_every == 0 or step == args.max_steps:
+            run_eval(step)
+        if time.time() - t_start > args.minutes * 60:
+            log(f"wall-clock cap reached at step {step}")
+            if step % args.eval_every:
+                run_eval(step)
+            break
+    log(f"done: best val exact {best:.4f} at step {best_step}, "
+        f"total {time.time() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
