@@ -286,9 +286,12 @@ FIXTURES = {
 }
 
 
+CHAT_USER_MESSAGE = "Hi, who are you?"
+
+
 def golden_cases(tok, vocab_rows, seed):
     """2-3 input sequences: a chat prompt + masks, a short one, and random ids with masks."""
-    chat = tok.bpe.encode(tok.chat("Hi, who are you?")) + [tok.mask] * 6
+    chat = tok.bpe.encode(tok.chat(CHAT_USER_MESSAGE)) + [tok.mask] * 6
     short = [tok.bos if isinstance(tok, LladaTokenizer) else tok.added["<|im_start|>"],
              tok.vocab["H"], tok.mask, tok.mask, tok.eos]
     g = torch.Generator().manual_seed(seed)
@@ -331,10 +334,16 @@ def make_fixture(name, out_root):
             f.write(logits.numpy().tobytes())
         with open(os.path.join(d, hf), "wb") as f:
             f.write(h0.numpy().tobytes())
-        cases.append({"input_ids": ids, "rows": len(ids), "vocab": vocab_rows,
-                      "logits_file": lf, "hidden_after_layer0_file": hf,
-                      "hidden": hidden,
-                      "argmax": logits.argmax(-1).tolist()})
+        case = {"input_ids": ids, "rows": len(ids), "vocab": vocab_rows,
+                "logits_file": lf, "hidden_after_layer0_file": hf, "hidden": hidden,
+                "argmax": logits.argmax(-1).tolist()}
+        if i == 0:
+            # input_ids[:prompt_tokens] is the tokenization of prompt_text (the chat template
+            # applied to one user message); checked against @huggingface/tokenizers 0.2.0.
+            case["prompt_text"] = tok.chat(CHAT_USER_MESSAGE)
+            case["user_message"] = CHAT_USER_MESSAGE
+            case["prompt_tokens"] = len(tok.bpe.encode(case["prompt_text"]))
+        cases.append(case)
     write_json(os.path.join(d, "golden.json"), {
         "description": "UNSHIFTED logits: row i is the model output at position i (Dream "
                        "callers apply the i-1 shift themselves). Files are raw little-endian "

@@ -304,6 +304,9 @@ class FixtureTest(unittest.TestCase):
                     self.assertLess(rel_err(hidden[0][0], torch.from_numpy(h0).double()), 1e-6)
                     self.assertEqual(case["argmax"], want.argmax(-1).tolist())
                     self.assertIn(cfg["mask_token_id"], case["input_ids"])
+                    if "prompt_tokens" in case:
+                        k = case["prompt_tokens"]
+                        self.assertEqual(case["input_ids"][k:], [cfg["mask_token_id"]] * (n - k))
                 size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
                 self.assertLess(size, 300 * 1024)
 
