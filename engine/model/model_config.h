@@ -21,7 +21,7 @@ std::string_view ModelFamilyName(ModelFamily family);
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kLlada;
-  int hidden_size = 0;        // d_model
+  int hidden_size = 0;  // d_model
   int num_layers = 0;
   int num_heads = 0;
   int num_kv_heads = 0;       // == num_heads for MHA (LLaDA)
@@ -35,6 +35,9 @@ struct ModelConfig {
   bool shift_logits = false;  // Dream: token i is predicted from hidden row i-1
   // LLaDA rotates in fp32 and rounds once; Dream rounds cos/sin and each op to bf16.
   bool rope_in_bf16 = false;
+  // LM head shares the embedding matrix (LLaDA `weight_tying`, Dream `tie_word_embeddings`);
+  // false for both released checkpoints. MapModelWeights then points lm_head at the embedding.
+  bool tie_word_embeddings = false;
 
   int32_t mask_token_id = -1;
   int32_t eos_token_id = -1;

@@ -1,0 +1,196 @@
+// Checkpoint over safetensors files: single file or sharded through the HF index json.
+//
+// All validation happens in Open(): each file's header is parsed and bounds-checked
+// (ParseSafetensorsHeader), and for a sharded checkpoint every weight_map entry is resolved to
+// a tensor of the named shard. After that Get() is a map lookup; tensor bytes are only paged in
+// when a caller reads the returned view.
+#include "engine/model/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/mapped_file.h"
+#include "engine/model/safetensors_header.h"
+#include "nlohmann/json.hpp"
+
+namespace dllm {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr char kSingleFileName[] = "model.safetensors";
+constexpr char kIndexFileName[] = "model.safetensors.index.json";
+// Real index files are ~30 KB; refuse anything absurd before reading it into memory.
+constexpr uintmax_t kMaxIndexBytes = 64ull << 20;
+
+class SafetensorsCheckpoint final : public Checkpoint {
+ public:
+  absl::StatusOr<TensorView> Get(std::string_view name) const override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      return absl::NotFoundError(absl::StrCat("tensor '",
+                                              absl::string_view(name.data(), name.size()),
+                                              "' not found in checkpoint ", source_));
+    }
+    return it->second;
+  }
+
+  std::vector<std::string> TensorNames() const override {
+    std::vector<std::string> names;
+    names.reserve(tensors_.size());
+    for (const auto& [name, view] : tensors_) names.push_back(name);
+    return names;
+  }
+
+  // Maps `path` and validates its header. Returns the index of the file in files_.
+  absl::StatusOr<const SafetensorsHeader*> AddFile(const std::string& path) {
+    auto file = MappedFile::Open(path);
+    if (!file.ok()) return file.status();
+    auto header = ParseSafetensorsHeader((*file)->bytes(), path);
+    if (!header.ok()) return header.status();
+    files_.push_back(*std::move(file));
+    headers_.push_back(std::make_unique<SafetensorsHeader>(*std::move(header)));
+    return headers_.back().get();
+  }
+
+  void AddTensor(const SafetensorsTensorInfo& info) {
+    const MappedFile& file = *files_.back();
+    TensorView view;
+    view.name = info.name;
+    view.dtype = info.dtype;
+    view.shape = info.shape;
+    view.bytes = file.bytes().subspan(info.file_begin, info.file_end - info.file_begin);
+    tensors_.insert_or_assign(info.name, std::move(view));
+  }
+
+  void set_source(std::string source) { source_ = std::move(source); }
+
+ private:
+  std::string source_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<SafetensorsHeader>> headers_;
+  std::map<std::string, TensorView, std::less<>> tensors_;
+};
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uintmax_t max_bytes) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
+  if (size > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", size, " bytes is larger than the ", max_bytes, "-byte limit"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  return text.str();
+}
+
+// Shard names come from a file we do not control: allow only relative paths that stay
+// inside the model directory.
+bool IsSafeRelativePath(const std::string& name) {
+  if (name.empty()) return false;
+  const fs::path p(name);
+  if (p.is_absolute() || p.has_root_name()) return false;
+  for (const auto& part : p) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSharded(const fs::path& dir) {
+  const std::string index_path = (dir / kIndexFileName).string();
+  auto text = ReadSmallFile(index_path, kMaxIndexBytes);
+  if (!text.ok()) return text.status();
+  Json index;
+  try {
+    index = Json::parse(*text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": invalid JSON: ", e.what()));
+  }
+  if (!index.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": must be a JSON object"));
+  }
+  auto weight_map = index.find("weight_map");
+  if (weight_map == index.end() || !weight_map->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_path, ": missing or non-object \"weight_map\""));
+  }
+  if (weight_map->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": \"weight_map\" is empty"));
+  }
+  // shard file name -> tensor names it must hold (ordered for deterministic errors).
+  std::map<std::string, std::vector<std::string>> shards;
+  for (const auto& [tensor, shard] : weight_map->items()) {
+    if (!shard.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map entry for tensor '",
+                                                     tensor, "' is not a file name"));
+    }
+    const std::string& shard_name = shard.get_ref<const std::string&>();
+    if (!IsSafeRelativePath(shard_name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": weight_map entry for tensor '", tensor, "' names shard \"",
+                       shard_name, "\", which is not a relative path inside the model folder"));
+    }
+    shards[shard_name].push_back(tensor);
+  }
+
+  auto checkpoint = std::make_unique<SafetensorsCheckpoint>();
+  checkpoint->set_source(index_path);
+  for (const auto& [shard_name, tensor_names] : shards) {
+    const std::string shard_path = (dir / shard_name).string();
+    std::error_code ec;
+    if (!fs::exists(shard_path, ec)) {
+      return absl::NotFoundError(absl::StrCat(shard_path, ": shard file not found (", index_path,
+                                              " lists it for ", tensor_names.size(),
+                                              " tensors, e.g. '", tensor_names.front(), "')"));
+    }
+    auto header = checkpoint->AddFile(shard_path);
+    if (!header.ok()) return header.status();
+    const auto& infos = (*header)->tensors;  // sorted by name
+    for (const std::string& name : tensor_names) {
+      auto it =
+          std::lower_bound(infos.begin(), infos.end(), name,
+                           [](const auto& info, const std::string& n) { return info.name < n; });
+      if (it == infos.end() || it->name != name) {
+        return absl::NotFoundError(absl::StrCat(shard_path, ": tensor '", name, "' is listed in ",
+                                                index_path, " but not present in this shard"));
+      }
+      checkpoint->AddTensor(*it);
+    }
+  }
+  return checkpoint;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenFile(const std::string& path) {
+  auto checkpoint = std::make_unique<SafetensorsCheckpoint>();
+  checkpoint->set_source(path);
+  auto header = checkpoint->AddFile(path);
+  if (!header.ok()) return header.status();
+  for (const auto& info : (*header)->tensors) checkpoint->AddTensor(info);
+  return checkpoint;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& model_dir) {
+  const fs::path dir(model_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(model_dir, ": model directory does not exist"));
+  }
+  if (fs::exists(dir / kIndexFileName, ec)) return OpenSharded(dir);
+  if (fs::exists(dir / kSingleFileName, ec)) return OpenFile((dir / kSingleFileName).string());
+  return absl::NotFoundError(
+      absl::StrCat(model_dir, ": contains neither ", kSingleFileName, " nor ", kIndexFileName));
+}
+
+}  // namespace dllm

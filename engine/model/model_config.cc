@@ -1,0 +1,325 @@
+// config.json -> ModelConfig for LLaDA (OLMo-style field names) and Dream (Qwen2 names).
+//
+// Fields the engine needs are required (or have the documented HF default); fields that would
+// change the architecture in ways the engine does not implement (biases on every Linear, ALiBi,
+// QK layer norm, rope scaling, sliding window, ...) are rejected by name rather than ignored,
+// so that an unsupported checkpoint fails at load instead of producing garbage.
+#include "engine/model/model_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace dllm {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kSupportedTypes[] = "\"llada\" (LLaDA), \"Dream\" (Dream)";
+constexpr int32_t kLladaDefaultMaskTokenId = 126336;
+constexpr uintmax_t kMaxConfigBytes = 16ull << 20;
+
+// absl 20220623 (Debian) has its own string_view type; std::string_view must be converted.
+absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Small reader that remembers the file name for every error.
+class Fields {
+ public:
+  Fields(const Json& root, std::string_view source) : root_(root), source_(source) {}
+
+  absl::Status Error(std::string_view field, std::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Av(source_), ": field \"", Av(field), "\" ", Av(what)));
+  }
+
+  bool Has(std::string_view field) const {
+    auto it = root_.find(field);
+    return it != root_.end() && !it->is_null();
+  }
+
+  // Required positive integer that fits an int.
+  absl::StatusOr<int> PositiveInt(std::string_view field) const {
+    auto it = root_.find(field);
+    if (it == root_.end() || it->is_null()) return Error(field, "is missing");
+    return CheckPositiveInt(field, *it);
+  }
+
+  absl::StatusOr<int> CheckPositiveInt(std::string_view field, const Json& v) const {
+    if (!v.is_number_integer()) return Error(field, "must be an integer");
+    const bool in_range =
+        v.is_number_unsigned()
+            ? (v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= std::numeric_limits<int>::max())
+            : v.get<int64_t>() >= 1;
+    if (!in_range) {
+      return Error(field, absl::StrCat("must be a positive integer below 2^31, got ", v.dump()));
+    }
+    return v.get<int>();
+  }
+
+  // Required positive finite number.
+  absl::StatusOr<float> PositiveFloat(std::string_view field) const {
+    auto it = root_.find(field);
+    if (it == root_.end() || it->is_null()) return Error(field, "is missing");
+    if (!it->is_number()) return Error(field, "must be a number");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v <= 0 || v > std::numeric_limits<float>::max()) {
+      return Error(field, absl::StrCat("must be a positive finite number, got ", it->dump()));
+    }
+    return static_cast<float>(v);
+  }
+
+  // Optional token id; -1 when absent or null. A list (HF allows several eos ids) yields its
+  // first element.
+  absl::StatusOr<int32_t> TokenId(std::string_view field, int32_t default_value) const {
+    auto it = root_.find(field);
+    if (it == root_.end() || it->is_null()) return default_value;
+    const Json* v = &*it;
+    if (v->is_array()) {
+      if (v->empty()) return default_value;
+      v = &(*v)[0];
+    }
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() ? v->get<uint64_t>() > std::numeric_limits<int32_t>::max()
+                                 : v->get<int64_t>() < 0)) {
+      return Error(field, absl::StrCat("must be a non-negative token id, got ", it->dump()));
+    }
+    return v->get<int32_t>();
+  }
+
+  // Optional boolean with a default.
+  absl::StatusOr<bool> Bool(std::string_view field, bool default_value) const {
+    auto it = root_.find(field);
+    if (it == root_.end() || it->is_null()) return default_value;
+    if (!it->is_boolean()) return Error(field, "must be true or false");
+    return it->get<bool>();
+  }
+
+  // Optional string; empty when absent or null.
+  absl::StatusOr<std::string> String(std::string_view field) const {
+    auto it = root_.find(field);
+    if (it == root_.end() || it->is_null()) return std::string();
+    if (!it->is_string()) return Error(field, "must be a string");
+    return it->get<std::string>();
+  }
+
+  // Rejects a boolean feature flag that the engine does not implement.
+  absl::Status RequireFalse(std::string_view field, std::string_view feature) const {
+    auto v = Bool(field, false);
+    if (!v.ok()) return v.status();
+    if (*v) return Error(field, absl::StrCat("is true: ", Av(feature), " is not supported"));
+    return absl::OkStatus();
+  }
+
+  // Rejects a string option whose value is not in `allowed` (absent is fine).
+  absl::Status RequireOneOf(std::string_view field,
+                            std::initializer_list<std::string_view> allowed) const {
+    auto v = String(field);
+    if (!v.ok()) return v.status();
+    if (v->empty()) return absl::OkStatus();
+    for (std::string_view a : allowed) {
+      if (*v == a) return absl::OkStatus();
+    }
+    return Error(field, absl::StrCat("is \"", *v, "\", which is not supported"));
+  }
+
+ private:
+  const Json& root_;
+  std::string_view source_;
+};
+
+#define DLLM_ASSIGN_OR_RETURN_FIELD(lhs, expr) \
+  do {                                         \
+    auto _v = (expr);                          \
+    if (!_v.ok()) return _v.status();          \
+    lhs = *_v;                                 \
+  } while (0)
+
+#define DLLM_RETURN_IF_ERROR_FIELD(expr) \
+  do {                                   \
+    absl::Status _s = (expr);            \
+    if (!_s.ok()) return _s;             \
+  } while (0)
+
+absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
+  c->family = ModelFamily::kLlada;
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->hidden_size, f.PositiveInt("d_model"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->num_layers, f.PositiveInt("n_layers"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->num_heads, f.PositiveInt("n_heads"));
+  c->num_kv_heads = c->num_heads;  // OLMo: n_kv_heads null means MHA
+  if (f.Has("n_kv_heads"))
+    DLLM_ASSIGN_OR_RETURN_FIELD(c->num_kv_heads, f.PositiveInt("n_kv_heads"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->intermediate_size, f.PositiveInt("mlp_hidden_size"));
+  // The embedding and LM head have embedding_size rows (vocab_size padded up) when given.
+  if (f.Has("embedding_size")) {
+    DLLM_ASSIGN_OR_RETURN_FIELD(c->vocab_size, f.PositiveInt("embedding_size"));
+    int vocab = 0;
+    DLLM_ASSIGN_OR_RETURN_FIELD(vocab, f.PositiveInt("vocab_size"));
+    if (vocab > c->vocab_size) {
+      return f.Error("embedding_size", absl::StrCat("(", c->vocab_size,
+                                                    ") is smaller than vocab_size (", vocab, ")"));
+    }
+  } else {
+    DLLM_ASSIGN_OR_RETURN_FIELD(c->vocab_size, f.PositiveInt("vocab_size"));
+  }
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->max_positions, f.PositiveInt("max_sequence_length"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->rope_theta, f.PositiveFloat("rope_theta"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->norm_eps, f.PositiveFloat("rms_norm_eps"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->qkv_bias, f.Bool("include_qkv_bias", false));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->tie_word_embeddings, f.Bool("weight_tying", false));
+  c->shift_logits = false;
+  c->rope_in_bf16 = false;
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->mask_token_id,
+                              f.TokenId("mask_token_id", kLladaDefaultMaskTokenId));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->eos_token_id, f.TokenId("eos_token_id", -1));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->pad_token_id, f.TokenId("pad_token_id", -1));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->bos_token_id, f.TokenId("bos_token_id", -1));
+
+  // Architecture switches of the OLMo/LLaDA code base that the engine does not implement.
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("include_bias", "bias on every Linear layer"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("bias_for_layer_norm", "layer norm bias"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("attention_layer_norm", "QK layer norm"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("alibi", "ALiBi"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("input_emb_norm", "embedding norm"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("scale_logits", "logit scaling"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("multi_query_attention", "multi-query attention"));
+  auto rope = f.Bool("rope", true);
+  if (!rope.ok()) return rope.status();
+  if (!*rope) return f.Error("rope", "is false: only rotary position embeddings are supported");
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("block_type", {"llama"}));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("activation_type", {"silu", "swiglu"}));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("layer_norm_type", {"rms"}));
+  return absl::OkStatus();
+}
+
+absl::Status ParseDream(const Fields& f, ModelConfig* c) {
+  c->family = ModelFamily::kDream;
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->hidden_size, f.PositiveInt("hidden_size"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->num_layers, f.PositiveInt("num_hidden_layers"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->num_heads, f.PositiveInt("num_attention_heads"));
+  c->num_kv_heads = c->num_heads;  // HF Qwen2 default when absent
+  if (f.Has("num_key_value_heads")) {
+    DLLM_ASSIGN_OR_RETURN_FIELD(c->num_kv_heads, f.PositiveInt("num_key_value_heads"));
+  }
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->intermediate_size, f.PositiveInt("intermediate_size"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->vocab_size, f.PositiveInt("vocab_size"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->max_positions, f.PositiveInt("max_position_embeddings"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->rope_theta, f.PositiveFloat("rope_theta"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->norm_eps, f.PositiveFloat("rms_norm_eps"));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  c->qkv_bias = true;
+  c->shift_logits = true;
+  c->rope_in_bf16 = true;
+  if (!f.Has("mask_token_id")) return f.Error("mask_token_id", "is missing");
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->mask_token_id, f.TokenId("mask_token_id", -1));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->eos_token_id, f.TokenId("eos_token_id", -1));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->pad_token_id, f.TokenId("pad_token_id", -1));
+  DLLM_ASSIGN_OR_RETURN_FIELD(c->bos_token_id, f.TokenId("bos_token_id", -1));
+
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("hidden_act", {"silu"}));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("use_sliding_window", "sliding-window attention"));
+  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("use_mrope", "multimodal RoPE"));
+  if (f.Has("rope_scaling"))
+    return f.Error("rope_scaling", "is set: RoPE scaling is not supported");
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const ModelConfig& c, std::string_view source_std) {
+  const absl::string_view source = Av(source_std);
+  auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
+  };
+  if (c.hidden_size % c.num_heads != 0) {
+    return error(absl::StrCat("hidden size ", c.hidden_size, " is not divisible by the ",
+                              c.num_heads, " attention heads"));
+  }
+  if (c.num_kv_heads > c.num_heads || c.num_heads % c.num_kv_heads != 0) {
+    return error(absl::StrCat(c.num_kv_heads, " key/value heads do not divide the ", c.num_heads,
+                              " attention heads"));
+  }
+  const struct {
+    const char* name;
+    int32_t id;
+  } ids[] = {{"mask_token_id", c.mask_token_id},
+             {"eos_token_id", c.eos_token_id},
+             {"pad_token_id", c.pad_token_id},
+             {"bos_token_id", c.bos_token_id}};
+  for (const auto& [name, id] : ids) {
+    if (id >= c.vocab_size) {
+      return error(absl::StrCat(name, " ", id, " is outside the vocabulary of ", c.vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view ModelFamilyName(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kLlada:
+      return "LLaDA";
+    case ModelFamily::kDream:
+      return "Dream";
+  }
+  return "?";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
+                                             std::string_view source_std) {
+  const absl::string_view source = Av(source_std);
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": must be a JSON object"));
+  }
+  Fields fields(root, source_std);
+  auto model_type = root.find("model_type");
+  if (model_type == root.end() || !model_type->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": field \"model_type\" is missing or not a string; supported: ", kSupportedTypes));
+  }
+  const std::string type = absl::AsciiStrToLower(model_type->get<std::string>());
+  ModelConfig config;
+  absl::Status status;
+  if (type == "llada") {
+    status = ParseLlada(fields, &config);
+  } else if (type == "dream") {
+    status = ParseDream(fields, &config);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": model_type \"", model_type->get<std::string>(),
+                     "\" is not supported; supported: ", kSupportedTypes));
+  }
+  if (!status.ok()) return status;
+  config.head_dim = config.hidden_size / config.num_heads;
+  config.eot_token_id = -1;  // filled from the tokenizer by the model loader
+  if (absl::Status s = Validate(config, source_std); !s.ok()) return s;
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
+  if (size > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", size, " bytes is too large"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseModelConfig(text.str(), path);
+}
+
+}  // namespace dllm
