@@ -169,6 +169,9 @@ function policyErrors(objs, overlay) {
   const c = pod.spec.containers[0];
   const ports = new Map(c.ports.map((p) => [p.name, p.containerPort]));
   if (!matches(dep.spec.selector.matchLabels, podLabels)) errs.push("Deployment selector does not match its pod labels");
+  const argOf = (flag) => (c.args.includes(flag) ? c.args[c.args.indexOf(flag) + 1] : undefined);
+  if (Number(argOf("--port")) !== ports.get("grpc")) errs.push("--port must equal the grpc containerPort");
+  if (Number(argOf("--metrics-port")) !== ports.get("metrics")) errs.push("--metrics-port must equal the metrics containerPort");
   if (pod.spec.securityContext?.runAsNonRoot !== true) errs.push("pod securityContext.runAsNonRoot must be true");
   for (const ctr of pod.spec.containers) {
     const sc = ctr.securityContext ?? {};
@@ -202,10 +205,10 @@ function policyErrors(objs, overlay) {
   if (!of("ConfigMap").some((o) => o.metadata.name === cm)) errs.push(`config volume references missing ConfigMap ${cm}`);
   const sec = volumes.get("secrets")?.secret?.secretName;
   if (!of("Secret").some((o) => o.metadata.name === sec)) errs.push(`secrets volume references missing Secret ${sec}`);
-  const configArg = c.args[c.args.indexOf("--config") + 1] ?? "";
+  const configArg = argOf("--config") ?? "";
   if (!configArg.startsWith(mounts.get("config")?.mountPath ?? "?")) errs.push("--config must point into the config volume");
   // Backend and accelerator.
-  const backend = c.args[c.args.indexOf("--backend") + 1];
+  const backend = argOf("--backend");
   const gpuReq = c.resources?.requests?.["nvidia.com/gpu"], gpuLim = c.resources?.limits?.["nvidia.com/gpu"];
   if (overlay.endsWith("gpu")) {
     if (backend !== "cuda") errs.push("gpu overlay must run --backend cuda");
