@@ -120,6 +120,17 @@ DLLM_HD inline float Silu(float x) { return x / (1.0f + expf(-x)); }
 
 DLLM_HD inline float SwiGluElement(float gate, float up) { return MulRn(Silu(gate), up); }
 
+// bf16 reference rounding (models.md section 5), for backends with bf16 activations:
+// RMSNorm rounds x * inv_rms to bf16 before the weight multiply and the product again;
+// SwiGLU rounds silu(gate) and the product.
+DLLM_HD inline float RmsNormElementBf16(float x, float inv_rms, float weight) {
+  return RoundBf16(MulRn(RoundBf16(MulRn(x, inv_rms)), weight));
+}
+
+DLLM_HD inline float SwiGluElementBf16(float gate, float up) {
+  return RoundBf16(MulRn(RoundBf16(Silu(gate)), up));
+}
+
 // ---- Online softmax (attention) --------------------------------------------------------
 
 // Running max and normalizer of exp(score - max) over the scores seen so far.
