@@ -1,0 +1,41 @@
+// Command-line options of dllm-server. Flags override values read from --config.
+//
+//   --config PATH     YAML configuration (default: built-in defaults, see config/default.yaml)
+//   --model DIR       engine.model
+//   --port N          port part of server.address
+//   --backend NAME    engine.backend (cpu | cuda)
+//   --metrics-port N  metrics.port (0 disables)
+//   --help
+// Both "--flag value" and "--flag=value" are accepted.
+#ifndef DLLM_SERVER_COMMAND_LINE_H_
+#define DLLM_SERVER_COMMAND_LINE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/config.h"
+
+namespace dllm {
+
+struct CommandLine {
+  std::optional<std::string> config_path;
+  std::optional<std::string> model;
+  std::optional<int> port;
+  std::optional<BackendKind> backend;
+  std::optional<int> metrics_port;
+  bool help = false;
+};
+
+// INVALID_ARGUMENT naming the flag for unknown flags, missing or malformed values.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// Applies the overrides and re-validates the result.
+absl::Status ApplyCommandLine(const CommandLine& command_line, ServerConfig* config);
+
+const char* CommandLineUsage();
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_COMMAND_LINE_H_

@@ -1,0 +1,573 @@
+#include "server/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dllm {
+namespace {
+
+template <typename E>
+struct EnumName {
+  E value;
+  std::string_view name;
+};
+
+constexpr std::array<EnumName<Schedule>, 3> kSchedules = {{
+    {Schedule::kBlock, "block"},
+    {Schedule::kTimestep, "timestep"},
+    {Schedule::kWindow, "window"},
+}};
+constexpr std::array<EnumName<Remasking>, 6> kRemaskings = {{
+    {Remasking::kLowConfidence, "low_confidence"},
+    {Remasking::kRandom, "random"},
+    {Remasking::kOrigin, "origin"},
+    {Remasking::kMaskgitPlus, "maskgit_plus"},
+    {Remasking::kTopkMargin, "topk_margin"},
+    {Remasking::kEntropy, "entropy"},
+}};
+constexpr std::array<EnumName<CachePolicyKind>, 4> kCachePolicies = {{
+    {CachePolicyKind::kNone, "none"},
+    {CachePolicyKind::kEntropy, "entropy"},
+    {CachePolicyKind::kDual, "dual"},
+    {CachePolicyKind::kInterval, "interval"},
+}};
+constexpr std::array<EnumName<BackendKind>, 2> kBackends = {{
+    {BackendKind::kCpu, "cpu"},
+    {BackendKind::kCuda, "cuda"},
+}};
+constexpr std::array<EnumName<LogLevel>, 4> kLogLevels = {{
+    {LogLevel::kDebug, "debug"},
+    {LogLevel::kInfo, "info"},
+    {LogLevel::kWarning, "warning"},
+    {LogLevel::kError, "error"},
+}};
+constexpr std::array<EnumName<LogFormat>, 2> kLogFormats = {{
+    {LogFormat::kText, "text"},
+    {LogFormat::kJson, "json"},
+}};
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<EnumName<E>, N>& table, E value) {
+  for (const auto& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+std::optional<E> ValueOf(const std::array<EnumName<E>, N>& table, std::string_view name) {
+  for (const auto& entry : table) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::string Choices(const std::array<EnumName<E>, N>& table) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) names.emplace_back(entry.name);
+  return absl::StrJoin(names, "|");
+}
+
+// Reads one YAML mapping, remembering which keys were consumed so that leftovers can be
+// reported as unknown. The first error wins; later reads become no-ops.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path, std::string* error)
+      : node_(node), path_(std::move(path)), error_(error) {
+    if (!error_->empty()) return;
+    if (node_ && !node_.IsNull() && !node_.IsMap()) {
+      Fail(path_.empty() ? "(top level)" : path_, "expected a mapping");
+    }
+  }
+
+  std::string Key(absl::string_view key) const {
+    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+  }
+
+  // Returns the child node, or an undefined node when absent.
+  YAML::Node Child(absl::string_view key) {
+    known_.insert(std::string(key));
+    if (!error_->empty() || !node_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    // Look up through a const node: yaml-cpp's non-const operator[] may insert the key.
+    const YAML::Node& map = node_;
+    return map[std::string(key)];
+  }
+
+  template <typename T>
+  void Read(absl::string_view key, T* out) {
+    YAML::Node child = Child(key);
+    if (!error_->empty() || !child.IsDefined()) return;
+    if (child.IsNull()) {
+      Fail(Key(key), "has no value");
+      return;
+    }
+    Convert(child, Key(key), out);
+  }
+
+  template <typename T>
+  void ReadOptional(absl::string_view key, std::optional<T>* out) {
+    YAML::Node child = Child(key);
+    if (!error_->empty() || !child.IsDefined() || child.IsNull()) return;  // null = unset
+    T value{};
+    if (Convert(child, Key(key), &value)) *out = value;
+  }
+
+  template <typename E, size_t N>
+  void ReadEnum(absl::string_view key, const std::array<EnumName<E>, N>& table, E* out) {
+    std::optional<E> value;
+    ReadOptionalEnum(key, table, &value);
+    if (value) *out = *value;
+  }
+
+  template <typename E, size_t N>
+  void ReadOptionalEnum(absl::string_view key, const std::array<EnumName<E>, N>& table,
+                        std::optional<E>* out) {
+    std::string name;
+    YAML::Node child = Child(key);
+    if (!error_->empty() || !child.IsDefined() || child.IsNull()) return;
+    if (!Convert(child, Key(key), &name)) return;
+    std::optional<E> value = ValueOf(table, name);
+    if (!value) {
+      Fail(Key(key), absl::StrCat("unknown value '", name, "' (expected ", Choices(table), ")"));
+      return;
+    }
+    *out = value;
+  }
+
+  template <typename E, size_t N>
+  void ReadEnumList(absl::string_view key, const std::array<EnumName<E>, N>& table,
+                    std::vector<E>* out) {
+    YAML::Node child = Child(key);
+    if (!error_->empty() || !child.IsDefined()) return;
+    if (!child.IsSequence()) {
+      Fail(Key(key), absl::StrCat("expected a list of ", Choices(table)));
+      return;
+    }
+    std::vector<E> values;
+    for (size_t i = 0; i < child.size(); ++i) {
+      std::string name;
+      const std::string item_key = absl::StrCat(Key(key), "[", i, "]");
+      if (!Convert(child[i], item_key, &name)) return;
+      std::optional<E> value = ValueOf(table, name);
+      if (!value) {
+        Fail(item_key, absl::StrCat("unknown value '", name, "' (expected ", Choices(table), ")"));
+        return;
+      }
+      values.push_back(*value);
+    }
+    *out = std::move(values);
+  }
+
+  // Reports keys that no Read call asked for.
+  void CheckUnknownKeys() {
+    if (!error_->empty() || !node_ || !node_.IsMap()) return;
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.Scalar();
+      if (!known_.count(key)) {
+        std::vector<std::string> known(known_.begin(), known_.end());
+        Fail(Key(key), absl::StrCat("unknown key (known keys: ", absl::StrJoin(known, ", "), ")"));
+        return;
+      }
+    }
+  }
+
+  void Fail(const std::string& key, absl::string_view reason) {
+    if (error_->empty()) *error_ = absl::StrCat(key, ": ", reason);
+  }
+
+ private:
+  bool Scalar(const YAML::Node& node, const std::string& key, std::string* text) {
+    if (!node.IsScalar()) {
+      Fail(key, "expected a scalar value");
+      return false;
+    }
+    *text = node.Scalar();
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, std::string* out) {
+    return Scalar(node, key, out);
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, bool* out) {
+    std::string text;
+    if (!Scalar(node, key, &text)) return false;
+    if (text == "true") {
+      *out = true;
+    } else if (text == "false") {
+      *out = false;
+    } else {
+      Fail(key, absl::StrCat("expected true or false, got '", text, "'"));
+      return false;
+    }
+    return true;
+  }
+
+  bool ConvertInteger(const YAML::Node& node, const std::string& key, long double lo,
+                      long double hi, long long* out) {
+    std::string text;
+    if (!Scalar(node, key, &text)) return false;
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(text, &used, 10);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) {
+      Fail(key, absl::StrCat("expected an integer, got '", text, "'"));
+      return false;
+    }
+    if (value < lo || value > hi) {
+      Fail(key, absl::StrCat("integer ", text, " out of range"));
+      return false;
+    }
+    *out = value;
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, int* out) {
+    long long value = 0;
+    if (!ConvertInteger(node, key, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                        &value)) {
+      return false;
+    }
+    *out = static_cast<int>(value);
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, int64_t* out) {
+    long long value = 0;
+    if (!ConvertInteger(node, key, std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max(), &value)) {
+      return false;
+    }
+    *out = value;
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, uint64_t* out) {
+    std::string text;
+    if (!Scalar(node, key, &text)) return false;
+    size_t used = 0;
+    unsigned long long value = 0;
+    try {
+      value = std::stoull(text, &used, 10);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || text[0] == '-') {
+      Fail(key, absl::StrCat("expected a non-negative integer, got '", text, "'"));
+      return false;
+    }
+    *out = value;
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, double* out) {
+    std::string text;
+    if (!Scalar(node, key, &text)) return false;
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(value)) {
+      Fail(key, absl::StrCat("expected a number, got '", text, "'"));
+      return false;
+    }
+    *out = value;
+    return true;
+  }
+
+  bool Convert(const YAML::Node& node, const std::string& key, float* out) {
+    double value = 0;
+    if (!Convert(node, key, &value)) return false;
+    *out = static_cast<float>(value);
+    return true;
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  std::string* error_;
+  std::set<std::string> known_;
+};
+
+absl::Status Invalid(absl::string_view key, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(key, ": ", reason));
+}
+
+absl::Status CheckRange(absl::string_view key, double value, double lo, double hi) {
+  if (value < lo || value > hi) {
+    return Invalid(key, absl::StrCat(value, " is outside [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view ScheduleName(Schedule schedule) { return NameOf(kSchedules, schedule); }
+std::string_view RemaskingName(Remasking remasking) { return NameOf(kRemaskings, remasking); }
+std::string_view CachePolicyName(CachePolicyKind policy) { return NameOf(kCachePolicies, policy); }
+std::string_view BackendName(BackendKind backend) { return NameOf(kBackends, backend); }
+std::optional<Schedule> ParseSchedule(std::string_view name) { return ValueOf(kSchedules, name); }
+std::optional<Remasking> ParseRemasking(std::string_view name) {
+  return ValueOf(kRemaskings, name);
+}
+std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name) {
+  return ValueOf(kCachePolicies, name);
+}
+std::optional<BackendKind> ParseBackend(std::string_view name) { return ValueOf(kBackends, name); }
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  const auto& s = c.server;
+  if (s.address.empty() || s.address.rfind(':') == std::string::npos) {
+    return Invalid("server.address", absl::StrCat("'", s.address, "' is not host:port"));
+  }
+  if (auto st = CheckRange("server.threads", s.threads, 0, 4096); !st.ok()) return st;
+  constexpr double kMaxMessage = std::numeric_limits<int32_t>::max();
+  if (auto st = CheckRange("server.max_receive_message_bytes", s.max_receive_message_bytes, 1024,
+                           kMaxMessage);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st =
+          CheckRange("server.max_send_message_bytes", s.max_send_message_bytes, 1024, kMaxMessage);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("server.drain_timeout_seconds", s.drain_timeout_seconds, 0, 3600);
+      !st.ok()) {
+    return st;
+  }
+  if (c.tls.cert.empty() != c.tls.key.empty()) {
+    return Invalid(c.tls.cert.empty() ? "tls.cert" : "tls.key",
+                   "tls.cert and tls.key must be given together");
+  }
+  if (!c.tls.client_ca.empty() && c.tls.cert.empty()) {
+    return Invalid("tls.client_ca", "mutual TLS needs tls.cert and tls.key");
+  }
+  const auto& e = c.engine;
+  if (e.model.empty()) return Invalid("engine.model", "must not be empty");
+  if (auto st = CheckRange("engine.max_batch_sequences", e.max_batch_sequences, 1, 4096);
+      !st.ok()) {
+    return st;
+  }
+  if (e.kv_budget_bytes < 1) return Invalid("engine.kv_budget_bytes", "must be positive");
+  if (auto st = CheckRange("engine.queue_capacity", e.queue_capacity, 1, 1 << 20); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("engine.cpu_threads", e.cpu_threads, 0, 1024); !st.ok()) return st;
+
+  const auto& l = c.limits;
+  if (auto st = CheckRange("limits.max_new_tokens", l.max_new_tokens, 1, 1 << 20); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("limits.max_prompt_tokens", l.max_prompt_tokens, 1, 1 << 20); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("limits.max_steps", l.max_steps, 1, 1 << 20); !st.ok()) return st;
+  if (auto st = CheckRange("limits.max_block_length", l.max_block_length, 1, 1 << 20); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("limits.max_window", l.max_window, 1, 1 << 20); !st.ok()) return st;
+  if (auto st = CheckRange("limits.max_temperature", l.max_temperature, 0, 100); !st.ok()) {
+    return st;
+  }
+  if (l.allowed_cache_policies.empty()) {
+    return Invalid("limits.allowed_cache_policies", "must name at least one policy");
+  }
+
+  // Defaults must themselves respect the limits, otherwise every request would fail.
+  const auto& d = c.decoding;
+  if (d.max_new_tokens) {
+    if (auto st = CheckRange("decoding.max_new_tokens", *d.max_new_tokens, 1, l.max_new_tokens);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (d.steps) {
+    if (auto st = CheckRange("decoding.steps", *d.steps, 0, l.max_steps); !st.ok()) return st;
+  }
+  if (d.block_length) {
+    if (auto st = CheckRange("decoding.block_length", *d.block_length, 1, l.max_block_length);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (d.window) {
+    if (auto st = CheckRange("decoding.window", *d.window, 1, l.max_window); !st.ok()) return st;
+  }
+  if (d.confidence_threshold) {
+    if (auto st = CheckRange("decoding.confidence_threshold", *d.confidence_threshold, 0, 1);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (d.eps) {
+    if (*d.eps <= 0 || *d.eps >= 1) return Invalid("decoding.eps", "must be in (0, 1)");
+  }
+  if (d.alg_temp) {
+    if (auto st = CheckRange("decoding.alg_temp", *d.alg_temp, 0, 100); !st.ok()) return st;
+  }
+  if (d.temperature) {
+    if (auto st = CheckRange("decoding.temperature", *d.temperature, 0, l.max_temperature);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (d.top_k && *d.top_k < 0) return Invalid("decoding.top_k", "must be >= 0");
+  if (d.top_p && (*d.top_p <= 0 || *d.top_p > 1)) {
+    return Invalid("decoding.top_p", "must be in (0, 1]");
+  }
+  const auto& k = c.cache;
+  if (k.policy) {
+    bool allowed = false;
+    for (auto p : l.allowed_cache_policies) allowed |= (p == *k.policy);
+    if (!allowed) {
+      return Invalid("cache.policy", absl::StrCat("'", std::string(CachePolicyName(*k.policy)),
+                                                  "' is not in limits.allowed_cache_policies"));
+    }
+  }
+  if (k.entropy_threshold && *k.entropy_threshold < 0) {
+    return Invalid("cache.entropy_threshold", "must be >= 0");
+  }
+  if (k.recent_k && *k.recent_k < 0) return Invalid("cache.recent_k", "must be >= 0");
+  if (k.refresh_interval && *k.refresh_interval < 1) {
+    return Invalid("cache.refresh_interval", "must be >= 1");
+  }
+  if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
+  if (c.metrics.port != 0 && c.metrics.address.empty()) {
+    return Invalid("metrics.address", "must not be empty when metrics.port is set");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
+                                               std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source),
+                                                   ": YAML syntax error at line ", e.mark.line + 1,
+                                                   ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+  ServerConfig c;
+  std::string error;
+  MapReader top(root, "", &error);
+  {
+    MapReader r(top.Child("server"), "server", &error);
+    r.Read("address", &c.server.address);
+    r.Read("threads", &c.server.threads);
+    r.Read("max_receive_message_bytes", &c.server.max_receive_message_bytes);
+    r.Read("max_send_message_bytes", &c.server.max_send_message_bytes);
+    r.Read("drain_timeout_seconds", &c.server.drain_timeout_seconds);
+    r.Read("warmup", &c.server.warmup);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("tls"), "tls", &error);
+    r.Read("cert", &c.tls.cert);
+    r.Read("key", &c.tls.key);
+    r.Read("client_ca", &c.tls.client_ca);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("auth"), "auth", &error);
+    r.Read("tokens_file", &c.auth.tokens_file);
+    r.Read("tokens_env", &c.auth.tokens_env);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("engine"), "engine", &error);
+    r.ReadEnum("backend", kBackends, &c.engine.backend);
+    r.Read("model", &c.engine.model);
+    r.Read("max_batch_sequences", &c.engine.max_batch_sequences);
+    r.Read("kv_budget_bytes", &c.engine.kv_budget_bytes);
+    r.Read("queue_capacity", &c.engine.queue_capacity);
+    r.Read("cpu_threads", &c.engine.cpu_threads);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("decoding"), "decoding", &error);
+    auto& d = c.decoding;
+    r.ReadOptional("max_new_tokens", &d.max_new_tokens);
+    r.ReadOptionalEnum("schedule", kSchedules, &d.schedule);
+    r.ReadOptionalEnum("remasking", kRemaskings, &d.remasking);
+    r.ReadOptional("steps", &d.steps);
+    r.ReadOptional("block_length", &d.block_length);
+    r.ReadOptional("window", &d.window);
+    r.ReadOptional("confidence_threshold", &d.confidence_threshold);
+    r.ReadOptional("eps", &d.eps);
+    r.ReadOptional("alg_temp", &d.alg_temp);
+    r.ReadOptional("temperature", &d.temperature);
+    r.ReadOptional("top_k", &d.top_k);
+    r.ReadOptional("top_p", &d.top_p);
+    r.ReadOptional("seed", &d.seed);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("cache"), "cache", &error);
+    r.ReadOptionalEnum("policy", kCachePolicies, &c.cache.policy);
+    r.ReadOptional("entropy_threshold", &c.cache.entropy_threshold);
+    r.ReadOptional("recent_k", &c.cache.recent_k);
+    r.ReadOptional("refresh_interval", &c.cache.refresh_interval);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("limits"), "limits", &error);
+    auto& l = c.limits;
+    r.Read("max_new_tokens", &l.max_new_tokens);
+    r.Read("max_prompt_tokens", &l.max_prompt_tokens);
+    r.Read("max_steps", &l.max_steps);
+    r.Read("max_block_length", &l.max_block_length);
+    r.Read("max_window", &l.max_window);
+    r.Read("max_temperature", &l.max_temperature);
+    r.ReadEnumList("allowed_cache_policies", kCachePolicies, &l.allowed_cache_policies);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("metrics"), "metrics", &error);
+    r.Read("address", &c.metrics.address);
+    r.Read("port", &c.metrics.port);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("logging"), "logging", &error);
+    r.ReadEnum("level", kLogLevels, &c.logging.level);
+    r.ReadEnum("format", kLogFormats, &c.logging.format);
+    r.CheckUnknownKeys();
+  }
+  top.CheckUnknownKeys();
+  if (!error.empty())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", error));
+  if (absl::Status st = ValidateServerConfig(c); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", st.message()));
+  }
+  return c;
+}
+
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseServerConfig(text.str(), path);
+}
+
+}  // namespace dllm

@@ -1,0 +1,142 @@
+// ServerConfig: the typed form of the server's YAML configuration (config/default.yaml).
+//
+// The file is parsed once at start-up into these structs and validated as a whole; every
+// error names the offending key (dotted path) and the reason. Unknown keys are errors, so
+// a typo never silently falls back to a default. Absent keys keep the defaults written
+// below. Decoding and cache defaults are optional: an absent key means "the model family's
+// default" (ModelInfo::default_decoding / default_cache).
+//
+// Thread-safety: plain values; immutable after start-up.
+#ifndef DLLM_SERVER_CONFIG_H_
+#define DLLM_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+
+namespace dllm {
+
+struct ServerSection {
+  std::string address = "0.0.0.0:50051";  // gRPC listen address, host:port
+  int threads = 0;  // upper bound for gRPC's thread pool (ResourceQuota); 0 = gRPC default
+  int64_t max_receive_message_bytes = int64_t{4} << 20;
+  int64_t max_send_message_bytes = int64_t{16} << 20;
+  double drain_timeout_seconds = 30;  // SIGTERM: time in-flight requests get to finish
+  bool warmup = true;                 // run one tiny generation before reporting SERVING
+};
+
+struct TlsSection {
+  std::string cert;       // PEM server certificate chain; empty with key = plaintext
+  std::string key;        // PEM private key
+  std::string client_ca;  // PEM CA bundle; non-empty = mutual TLS (client certs required)
+  bool enabled() const { return !cert.empty(); }
+};
+
+struct AuthSection {
+  std::string tokens_file;  // one bearer token per line; '#' starts a comment
+  std::string tokens_env;   // name of an env var holding tokens separated by ',' or spaces
+  bool enabled() const { return !tokens_file.empty() || !tokens_env.empty(); }
+};
+
+struct EngineSection {
+  BackendKind backend = BackendKind::kCpu;
+  std::string model = "models/llada-tiny";
+  int max_batch_sequences = 8;
+  int64_t kv_budget_bytes = int64_t{1} << 30;
+  int queue_capacity = 64;
+  int cpu_threads = 0;
+};
+
+// Server-wide defaults for unset request fields; nullopt = the model family's default.
+struct DecodingDefaults {
+  std::optional<int> max_new_tokens;  // nullopt = 64
+  std::optional<Schedule> schedule;
+  std::optional<Remasking> remasking;
+  std::optional<int> steps;
+  std::optional<int> block_length;
+  std::optional<int> window;
+  std::optional<float> confidence_threshold;
+  std::optional<float> eps;
+  std::optional<float> alg_temp;
+  std::optional<float> temperature;
+  std::optional<int> top_k;
+  std::optional<float> top_p;
+  std::optional<uint64_t> seed;
+};
+
+struct CacheDefaults {
+  std::optional<CachePolicyKind> policy;
+  std::optional<float> entropy_threshold;
+  std::optional<int> recent_k;
+  std::optional<int> refresh_interval;
+};
+
+// Operator bounds on per-request knobs (checked after defaults are applied).
+struct LimitsSection {
+  int max_new_tokens = 512;
+  int max_prompt_tokens = 2048;
+  int max_steps = 1024;
+  int max_block_length = 512;
+  int max_window = 512;
+  float max_temperature = 2.0f;
+  std::vector<CachePolicyKind> allowed_cache_policies = {
+      CachePolicyKind::kNone, CachePolicyKind::kEntropy, CachePolicyKind::kDual,
+      CachePolicyKind::kInterval};
+};
+
+struct MetricsSection {
+  std::string address = "0.0.0.0";
+  int port = 9400;  // Prometheus exposer port (/metrics); 0 disables metrics
+};
+
+enum class LogLevel { kDebug, kInfo, kWarning, kError };
+enum class LogFormat { kText, kJson };
+
+struct LoggingSection {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+};
+
+struct ServerConfig {
+  ServerSection server;
+  TlsSection tls;
+  AuthSection auth;
+  EngineSection engine;
+  DecodingDefaults decoding;
+  CacheDefaults cache;
+  LimitsSection limits;
+  MetricsSection metrics;
+  LoggingSection logging;
+};
+
+// Parses YAML text. `source` names the file in error messages. Returns INVALID_ARGUMENT
+// with "<source>: <key>: <reason>" for syntax errors, wrong types, unknown keys and values
+// that fail validation.
+absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text, std::string_view source);
+
+// Reads and parses a file (NOT_FOUND when it cannot be read).
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
+
+// Checks cross-field constraints (ranges, TLS key with cert, ...). Called by the parsers
+// and again after command-line overrides.
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// Enum spellings shared by the YAML, the logs and the client ("block", "low_confidence",
+// "entropy", "cpu", ...). Parse* return nullopt for an unknown name.
+std::string_view ScheduleName(Schedule schedule);
+std::string_view RemaskingName(Remasking remasking);
+std::string_view CachePolicyName(CachePolicyKind policy);
+std::string_view BackendName(BackendKind backend);
+std::optional<Schedule> ParseSchedule(std::string_view name);
+std::optional<Remasking> ParseRemasking(std::string_view name);
+std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name);
+std::optional<BackendKind> ParseBackend(std::string_view name);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_CONFIG_H_

@@ -1,0 +1,451 @@
+#include "server/diffusion_service.h"
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/model/tokenizer.h"
+#include "server/response_mapping.h"
+#include "server/status_mapping.h"
+
+namespace dllm {
+namespace {
+
+constexpr char kAuthorizationKey[] = "authorization";
+
+std::optional<std::string_view> AuthorizationHeader(grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kAuthorizationKey);
+  if (it == metadata.end()) return std::nullopt;
+  return std::string_view(it->second.data(), it->second.size());
+}
+
+// gRPC reports "no deadline" as a time point far in the future.
+absl::Time CallDeadline(grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  const absl::Time now = absl::Now();
+  if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  const absl::Time t = absl::FromChrono(deadline);
+  return t < now - absl::Hours(24 * 365) ? absl::InfiniteFuture() : t;
+}
+
+// ---------------------------------------------------------------- unary Generate
+
+class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
+ public:
+  static GenerateCall* Start(DiffusionService* service, grpc::CallbackServerContext* context,
+                             const v1::GenerateRequest* request, v1::GenerateResponse* response) {
+    auto call = std::shared_ptr<GenerateCall>(new GenerateCall(service, response));
+    call->self_ = call;
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request);
+    if (!admitted.ok()) {
+      call->FinishCall(ToGrpcStatus(admitted.status()), nullptr, request->request_id());
+      return call.get();
+    }
+    call->request_id_ = admitted->request.id;
+    Engine* engine = admitted->engine;
+    absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
+    if (!id.ok()) {
+      call->FinishCall(ToGrpcStatus(id.status()), nullptr, call->request_id_);
+      return call.get();
+    }
+    bool cancel_now = false;
+    {
+      absl::MutexLock lock(&call->mu_);
+      call->engine_ = engine;
+      call->engine_id_ = *id;
+      cancel_now = call->cancelled_;
+    }
+    if (cancel_now) engine->Cancel(*id);
+    return call.get();
+  }
+
+  void OnCommit(const CommitEvent&) override {}
+
+  void OnFinal(const FinalEvent& event) override {
+    bool client_cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      client_cancelled = cancelled_;
+    }
+    grpc::Status status = service_->FinalStatus(event, client_cancelled);
+    if (status.ok()) FillGenerateResponse(request_id_, event, response_);
+    FinishCall(status, &event, request_id_);
+  }
+
+  void OnCancel() override {
+    Engine* engine = nullptr;
+    RequestId id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      engine = engine_;
+      id = engine_id_;
+    }
+    if (engine != nullptr) engine->Cancel(id);
+  }
+
+  void OnDone() override { self_.reset(); }
+
+ private:
+  GenerateCall(DiffusionService* service, v1::GenerateResponse* response)
+      : service_(service), response_(response), start_(absl::Now()) {}
+
+  void FinishCall(const grpc::Status& status, const FinalEvent* event, const std::string& id) {
+    service_->RecordCall("Generate", id, status, event, start_);
+    Finish(status);  // may run OnDone on another thread: touch nothing afterwards
+  }
+
+  DiffusionService* const service_;
+  v1::GenerateResponse* const response_;
+  const absl::Time start_;
+  std::string request_id_;
+  std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
+
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// ---------------------------------------------------------------- streaming Generate
+
+class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse>,
+                                 public EventSink {
+ public:
+  static GenerateStreamCall* Start(DiffusionService* service, grpc::CallbackServerContext* context,
+                                   const v1::GenerateRequest* request) {
+    auto call = std::shared_ptr<GenerateStreamCall>(new GenerateStreamCall(service));
+    call->self_ = call;
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request);
+    if (!admitted.ok()) {
+      call->FinishWithoutEngine(ToGrpcStatus(admitted.status()), request->request_id());
+      return call.get();
+    }
+    call->request_id_ = admitted->request.id;
+    Engine* engine = admitted->engine;
+    absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
+    if (!id.ok()) {
+      call->FinishWithoutEngine(ToGrpcStatus(id.status()), call->request_id_);
+      return call.get();
+    }
+    bool cancel_now = false;
+    {
+      absl::MutexLock lock(&call->mu_);
+      call->engine_ = engine;
+      call->engine_id_ = *id;
+      cancel_now = call->cancelled_;
+    }
+    if (cancel_now) engine->Cancel(*id);
+    return call.get();
+  }
+
+  void OnCommit(const CommitEvent& event) override {
+    v1::GenerateStreamResponse message;
+    message.set_request_id(request_id_);
+    FillCommittedDelta(event, message.mutable_committed());
+    {
+      absl::MutexLock lock(&mu_);
+      if (write_failed_) return;
+      pending_.push_back(Pending{std::move(message), false});
+    }
+    Pump();
+  }
+
+  void OnSnapshot(const SnapshotEvent& event) override {
+    v1::GenerateStreamResponse message;
+    message.set_request_id(request_id_);
+    FillCanvasSnapshot(event, message.mutable_canvas());
+    {
+      absl::MutexLock lock(&mu_);
+      if (write_failed_) return;
+      // Snapshots are provisional: keep only the newest one waiting, and only while the
+      // client keeps up (at most one delta queued behind the write in flight).
+      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+        if (it->snapshot) {
+          pending_.erase(it);
+          break;
+        }
+      }
+      if (pending_.size() > 1) return;
+      pending_.push_back(Pending{std::move(message), true});
+    }
+    Pump();
+  }
+
+  void OnFinal(const FinalEvent& event) override {
+    bool client_cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      client_cancelled = cancelled_;
+    }
+    const grpc::Status status = service_->FinalStatus(event, client_cancelled);
+    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
+    const bool send_summary = status.ok() || event.reason == FinishReason::kCancelled ||
+                              event.reason == FinishReason::kDeadline;
+    {
+      absl::MutexLock lock(&mu_);
+      if (send_summary && !write_failed_) {
+        v1::GenerateStreamResponse message;
+        message.set_request_id(request_id_);
+        FillGenerateResponse(request_id_, event, message.mutable_final());
+        pending_.push_back(Pending{std::move(message), false});
+      }
+      final_status_ = status;
+      final_ready_ = true;
+    }
+    Pump();  // Finish runs once every queued message is written
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        write_failed_ = true;  // cancelled or broken: nothing more will reach the client
+        pending_.clear();
+      }
+    }
+    Pump();
+  }
+
+  void OnCancel() override {
+    Engine* engine = nullptr;
+    RequestId id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      engine = engine_;
+      id = engine_id_;
+    }
+    if (engine != nullptr) engine->Cancel(id);
+  }
+
+  void OnDone() override { self_.reset(); }
+
+ private:
+  struct Pending {
+    v1::GenerateStreamResponse message;
+    bool snapshot;
+  };
+
+  explicit GenerateStreamCall(DiffusionService* service) : service_(service), start_(absl::Now()) {}
+
+  void FinishWithoutEngine(const grpc::Status& status, const std::string& id) {
+    service_->RecordCall("GenerateStream", id, status, nullptr, start_);
+    {
+      absl::MutexLock lock(&mu_);
+      final_status_ = status;
+      final_ready_ = true;
+    }
+    Pump();
+  }
+
+  // Starts the next write, or finishes the call once the final event arrived and every
+  // queued message went out. Decisions are taken under the lock, gRPC is called outside it.
+  void Pump() {
+    enum { kNothing, kWrite, kFinish } action = kNothing;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_.empty()) {
+        current_ = std::move(pending_.front().message);
+        pending_.pop_front();
+        writing_ = true;
+        action = kWrite;
+      } else if (final_ready_) {
+        finished_ = true;
+        status = final_status_;
+        action = kFinish;
+      }
+    }
+    if (action == kWrite) {
+      StartWrite(&current_);
+    } else if (action == kFinish) {
+      Finish(status);  // may run OnDone on another thread: touch nothing afterwards
+    }
+  }
+
+  DiffusionService* const service_;
+  const absl::Time start_;
+  std::string request_id_;
+  std::shared_ptr<GenerateStreamCall> self_;
+  v1::GenerateStreamResponse current_;  // the message being written (owned by us until done)
+
+  absl::Mutex mu_;
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+DiffusionService::DiffusionService(const ServerConfig& config, const TokenAuthenticator* auth,
+                                   ServerMetrics* metrics, Logger* logger)
+    : config_(config), auth_(auth), metrics_(metrics), logger_(logger) {}
+
+void DiffusionService::AttachEngine(Engine* engine) {
+  RequestDefaults defaults =
+      ResolveRequestDefaults(engine->model_info(), config_.decoding, config_.cache);
+  absl::MutexLock lock(&mu_);
+  engine_ = engine;
+  defaults_ = defaults;
+}
+
+void DiffusionService::SetDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* context,
+                                              Engine** engine) const {
+  if (absl::Status st = auth_->Check(AuthorizationHeader(context)); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("server is shutting down");
+  if (engine_ == nullptr) return absl::UnavailableError("model is loading");
+  *engine = engine_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest& request) {
+  Admitted out;
+  if (absl::Status st = CheckAvailable(context, &out.engine); !st.ok()) return st;
+  RequestDefaults defaults;
+  {
+    absl::MutexLock lock(&mu_);
+    defaults = defaults_;
+  }
+  absl::StatusOr<GenerationRequest> mapped =
+      ToGenerationRequest(request, defaults, config_.limits, out.engine->model_info());
+  if (!mapped.ok()) return mapped.status();
+  out.request = *std::move(mapped);
+  // Tokenize here once so that the prompt-length limit can be checked before queueing;
+  // the engine then uses the ids verbatim.
+  if (out.request.prompt_ids.empty()) {
+    absl::StatusOr<std::vector<int32_t>> ids = out.engine->TokenizeInput(out.request);
+    if (!ids.ok()) return ids.status();
+    if (absl::Status st = CheckPromptLength(ids->size(), config_.limits); !st.ok()) return st;
+    out.request.prompt_ids = *std::move(ids);
+    out.request.prompt_text.reset();
+    out.request.messages.clear();
+  }
+  if (out.request.id.empty()) {
+    out.request.id = absl::StrCat("req-", next_id_.fetch_add(1, std::memory_order_relaxed));
+  }
+  out.request.deadline = CallDeadline(context);
+  return out;
+}
+
+grpc::Status DiffusionService::FinalStatus(const FinalEvent& event, bool client_cancelled) const {
+  if (event.reason == FinishReason::kCancelled && !client_cancelled) {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return ToGrpcStatus(
+          absl::UnavailableError("server shut down before the request finished (drain timeout)"));
+    }
+  }
+  if (event.reason == FinishReason::kDeadline && event.status.ok()) {
+    return ToGrpcStatus(absl::DeadlineExceededError("deadline exceeded during generation"));
+  }
+  if (event.reason == FinishReason::kCancelled && event.status.ok()) {
+    return ToGrpcStatus(absl::CancelledError("request cancelled"));
+  }
+  return ToGrpcStatus(event.status);
+}
+
+void DiffusionService::RecordCall(const char* method, const std::string& request_id,
+                                  const grpc::Status& status, const FinalEvent* event,
+                                  absl::Time start) {
+  const char* code = GrpcCodeName(status.error_code());
+  if (metrics_ != nullptr) metrics_->CountRequest(code);
+  LogFields fields = {
+      {"id", request_id},
+      {"method", std::string(method)},
+      {"status", std::string(code)},
+  };
+  if (event != nullptr) {
+    const SequenceStats& s = event->stats;
+    fields.push_back({"finish_reason", std::string(FinishReasonLabel(event->reason))});
+    fields.push_back({"prompt_tokens", int64_t{s.prompt_tokens}});
+    fields.push_back({"generated_tokens", int64_t{s.generated_tokens}});
+    fields.push_back({"steps", int64_t{s.steps}});
+    fields.push_back({"full_steps", int64_t{s.full_steps}});
+    fields.push_back({"refresh_ratio", s.RefreshRatio()});
+    fields.push_back({"queue_ms", s.queue_seconds * 1e3});
+  }
+  fields.push_back({"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - start)});
+  if (!status.ok()) fields.push_back({"error", status.error_message()});
+  logger_->Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "request_done", fields);
+}
+
+grpc::ServerUnaryReactor* DiffusionService::Generate(grpc::CallbackServerContext* context,
+                                                     const v1::GenerateRequest* request,
+                                                     v1::GenerateResponse* response) {
+  return GenerateCall::Start(this, context, request, response);
+}
+
+grpc::ServerWriteReactor<v1::GenerateStreamResponse>* DiffusionService::GenerateStream(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return GenerateStreamCall::Start(this, context, request);
+}
+
+grpc::ServerUnaryReactor* DiffusionService::Tokenize(grpc::CallbackServerContext* context,
+                                                     const v1::TokenizeRequest* request,
+                                                     v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Engine* engine = nullptr;
+  if (absl::Status st = CheckAvailable(context, &engine); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  absl::StatusOr<GenerationRequest> mapped = ToTokenizeRequest(*request);
+  if (!mapped.ok()) {
+    reactor->Finish(ToGrpcStatus(mapped.status()));
+    return reactor;
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = engine->TokenizeInput(*mapped);
+  if (!ids.ok()) {
+    reactor->Finish(ToGrpcStatus(ids.status()));
+    return reactor;
+  }
+  const Tokenizer& tokenizer = engine->tokenizer();
+  response->mutable_token_ids()->Assign(ids->begin(), ids->end());
+  for (int32_t id : *ids) response->add_token_bytes(tokenizer.TokenBytes(id));
+  response->set_rendered(tokenizer.Decode(*ids, /*skip_special=*/false));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiffusionService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                         const v1::GetModelInfoRequest* request,
+                                                         v1::GetModelInfoResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Engine* engine = nullptr;
+  if (absl::Status st = CheckAvailable(context, &engine); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  RequestDefaults defaults;
+  {
+    absl::MutexLock lock(&mu_);
+    defaults = defaults_;
+  }
+  FillModelInfo(engine->model_info(), config_.engine.backend, defaults, config_.limits, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace dllm

@@ -1,0 +1,88 @@
+// DiffusionService: the gRPC callback implementation of dllm.v1.DiffusionLM.
+//
+// gRPC threads only authenticate, validate, tokenize and enqueue; the engine worker drives
+// each call through its EventSink, and responses are written without blocking the worker
+// (provisional canvas snapshots are dropped when a client reads slowly; committed deltas
+// and the final summary never are). Client cancellation and the call's deadline reach the
+// engine (Engine::Cancel, GenerationRequest::deadline). Every generation call, accepted or
+// rejected, is counted in dllm_requests_total{status} and logged as one `request_done` line.
+//
+// Lifecycle: calls fail with UNAVAILABLE until AttachEngine (model loading / warm-up) and
+// again after SetDraining (shutdown). The engine must outlive the gRPC server.
+//
+// Thread-safety: all methods are safe from any thread.
+#ifndef DLLM_SERVER_DIFFUSION_SERVICE_H_
+#define DLLM_SERVER_DIFFUSION_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/engine.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/logger.h"
+#include "server/metrics.h"
+#include "server/request_mapping.h"
+
+namespace dllm {
+
+class DiffusionService final : public v1::DiffusionLM::CallbackService {
+ public:
+  // `auth` and `logger` are required; `metrics` may be null. None are owned; all must
+  // outlive the service.
+  DiffusionService(const ServerConfig& config, const TokenAuthenticator* auth,
+                   ServerMetrics* metrics, Logger* logger);
+
+  // Makes `engine` (not owned) serve calls; resolves the effective request defaults from
+  // its ModelInfo and the configured defaults.
+  void AttachEngine(Engine* engine);
+  // From now on new calls fail with UNAVAILABLE; requests the engine cancels because the
+  // drain timed out end with UNAVAILABLE too (so clients know to retry elsewhere).
+  void SetDraining();
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     v1::GenerateResponse* response) override;
+  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::GetModelInfoResponse* response) override;
+
+  // Shared by the per-call reactors (implementation detail, public for them).
+  struct Admitted {
+    Engine* engine = nullptr;
+    GenerationRequest request;
+  };
+  absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
+                                 const v1::GenerateRequest& request);
+  // Final gRPC status for an engine final event (see SetDraining).
+  grpc::Status FinalStatus(const FinalEvent& event, bool client_cancelled) const;
+  // Counts and logs one finished generation call. `event` is null when it never ran.
+  void RecordCall(const char* method, const std::string& request_id, const grpc::Status& status,
+                  const FinalEvent* event, absl::Time start);
+
+ private:
+  absl::Status CheckAvailable(grpc::CallbackServerContext* context, Engine** engine) const;
+
+  const ServerConfig config_;
+  const TokenAuthenticator* const auth_;
+  ServerMetrics* const metrics_;
+  Logger* const logger_;
+  std::atomic<uint64_t> next_id_{1};
+
+  mutable absl::Mutex mu_;
+  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RequestDefaults defaults_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_DIFFUSION_SERVICE_H_

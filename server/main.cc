@@ -1,0 +1,186 @@
+// dllm-server: serves one diffusion LM over gRPC (dllm.v1.DiffusionLM), with the standard
+// health service, server reflection and a Prometheus /metrics endpoint.
+//
+// Start-up: parse config and flags → listen (health NOT_SERVING, calls UNAVAILABLE) → load
+// the model → warm-up generation → SERVING. SIGTERM/SIGINT: NOT_SERVING, new calls
+// UNAVAILABLE, in-flight requests drain for up to server.drain_timeout_seconds, the rest
+// are cancelled, exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad usage.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/engine.h"
+#include "server/auth.h"
+#include "server/command_line.h"
+#include "server/config.h"
+#include "server/diffusion_service.h"
+#include "server/logger.h"
+#include "server/metrics.h"
+#include "server/tls_credentials.h"
+#include "server/warmup.h"
+
+namespace dllm {
+namespace {
+
+constexpr absl::Duration kWarmupTimeout = absl::Minutes(10);
+constexpr auto kShutdownGrace = std::chrono::seconds(5);
+
+int Run(int argc, char** argv, const sigset_t& stop_signals) {
+  absl::StatusOr<CommandLine> cl =
+      ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
+  if (!cl.ok()) {
+    std::cerr << "dllm-server: " << cl.status().message() << "\n" << CommandLineUsage();
+    return 2;
+  }
+  if (cl->help) {
+    std::cout << CommandLineUsage();
+    return 0;
+  }
+  ServerConfig config;
+  if (cl->config_path) {
+    absl::StatusOr<ServerConfig> loaded = LoadServerConfig(*cl->config_path);
+    if (!loaded.ok()) {
+      std::cerr << "dllm-server: " << loaded.status().message() << "\n";
+      return 1;
+    }
+    config = *std::move(loaded);
+  }
+  if (absl::Status st = ApplyCommandLine(*cl, &config); !st.ok()) {
+    std::cerr << "dllm-server: " << st.message() << "\n";
+    return 2;
+  }
+
+  Logger logger(config.logging.level, config.logging.format, &std::cerr);
+  auto fail = [&logger](std::string_view what, const absl::Status& status) {
+    logger.Error("startup_failed",
+                 {{"stage", std::string(what)}, {"error", std::string(status.message())}});
+    return 1;
+  };
+
+  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
+      config.auth, [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+      });
+  if (!auth.ok()) return fail("auth", auth.status());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config.tls);
+  if (!credentials.ok()) return fail("tls", credentials.status());
+
+  // Metrics outlive the engine (the engine holds the observer pointer).
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (config.metrics.port != 0) {
+    metrics = std::make_unique<ServerMetrics>();
+    const std::string bind = absl::StrCat(config.metrics.address, ":", config.metrics.port);
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(bind);
+    } catch (const std::exception& e) {
+      return fail("metrics", absl::UnavailableError(
+                                 absl::StrCat("cannot serve metrics on ", bind, ": ", e.what())));
+    }
+    exposer->RegisterCollectable(metrics->registry());
+  }
+
+  DiffusionService service(config, auth->get(), metrics.get(), &logger);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(config.server.address, *credentials, &selected_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.server.max_receive_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.server.max_send_message_bytes));
+  if (config.server.threads > 0) {
+    grpc::ResourceQuota quota("dllm-server");
+    quota.SetMaxThreads(config.server.threads);
+    builder.SetResourceQuota(quota);
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || selected_port == 0) {
+    return fail("listen",
+                absl::UnavailableError(absl::StrCat("cannot listen on ", config.server.address)));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+  logger.Info("listening", {{"address", config.server.address},
+                            {"port", int64_t{selected_port}},
+                            {"tls", config.tls.enabled()},
+                            {"mtls", !config.tls.client_ca.empty()},
+                            {"auth", (*auth)->enabled()},
+                            {"metrics_port", int64_t{config.metrics.port}}});
+
+  EngineOptions options;
+  options.model_dir = config.engine.model;
+  options.backend = config.engine.backend;
+  options.max_batch_sequences = config.engine.max_batch_sequences;
+  options.kv_budget_bytes = config.engine.kv_budget_bytes;
+  options.queue_capacity = config.engine.queue_capacity;
+  options.cpu_threads = config.engine.cpu_threads;
+  options.max_new_tokens_limit = config.limits.max_new_tokens;
+  options.observer = metrics.get();
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
+  if (!engine.ok()) {
+    server->Shutdown(std::chrono::system_clock::now());
+    return fail("load_model", engine.status());
+  }
+  const ModelInfo& info = (*engine)->model_info();
+  logger.Info("model_loaded", {{"model", config.engine.model},
+                               {"family", info.family},
+                               {"backend", std::string(BackendName(config.engine.backend))},
+                               {"layers", int64_t{info.num_layers}},
+                               {"load_ms", absl::ToDoubleMilliseconds(absl::Now() - load_start)}});
+  if (config.server.warmup) {
+    const absl::Time warm_start = absl::Now();
+    if (absl::Status st = RunWarmup(**engine, kWarmupTimeout); !st.ok()) {
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail("warmup", st);
+    }
+    logger.Info("warmup_done", {{"ms", absl::ToDoubleMilliseconds(absl::Now() - warm_start)}});
+  }
+  service.AttachEngine(engine->get());
+  health->SetServingStatus(true);
+  logger.Info("serving", {{"port", int64_t{selected_port}}});
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  logger.Info("draining", {{"signal", int64_t{signal_number}},
+                           {"drain_timeout_seconds", config.server.drain_timeout_seconds}});
+  health->SetServingStatus(false);
+  service.SetDraining();
+  (*engine)->Drain(absl::Seconds(config.server.drain_timeout_seconds));
+  // Every accepted request has its final event now; give the last writes a moment to leave.
+  server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server->Wait();
+  engine->reset();
+  logger.Info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace dllm
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread exists so that every thread inherits the mask
+  // and only the main thread's sigwait receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return dllm::Run(argc, argv, stop_signals);
+}

@@ -1,0 +1,139 @@
+#include "server/metrics.h"
+
+namespace dllm {
+namespace {
+
+using prometheus::Histogram;
+
+const Histogram::BucketBoundaries kLatencyBuckets = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600};
+const Histogram::BucketBoundaries kStepBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                  0.05,   0.1,   0.25,   0.5,   1,    2.5};
+const Histogram::BucketBoundaries kEntropyBuckets = {0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                     1.5,   2,    3,    4,   6,    8};
+const Histogram::BucketBoundaries kRowsBuckets = {
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+prometheus::Histogram& MakeHistogram(prometheus::Registry& r, const std::string& name,
+                                     const std::string& help,
+                                     const Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
+}
+prometheus::Counter& MakeCounter(prometheus::Registry& r, const std::string& name,
+                                 const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+prometheus::Gauge& MakeGauge(prometheus::Registry& r, const std::string& name,
+                             const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("dllm_requests_total")
+                    .Help("Finished generation calls by gRPC status code name")
+                    .Register(*registry_)),
+      request_duration_(MakeHistogram(*registry_, "dllm_request_duration_seconds",
+                                      "Submission to final event of accepted requests",
+                                      kLatencyBuckets)),
+      queue_wait_(MakeHistogram(*registry_, "dllm_queue_wait_seconds",
+                                "Submission to admission into the running batch", kLatencyBuckets)),
+      first_commit_(MakeHistogram(*registry_, "dllm_time_to_first_commit_seconds",
+                                  "Submission to the first committed token (diffusion TTFT)",
+                                  kLatencyBuckets)),
+      step_family_(prometheus::BuildHistogram()
+                       .Name("dllm_step_duration_seconds")
+                       .Help("Engine step wall time; kind=partial only if every sequence in "
+                             "the step was partial, else kind=full")
+                       .Register(*registry_)),
+      step_full_(step_family_.Add({{"kind", "full"}}, kStepBuckets)),
+      step_partial_(step_family_.Add({{"kind", "partial"}}, kStepBuckets)),
+      denoise_steps_(MakeCounter(*registry_, "dllm_denoise_steps_total",
+                                 "Denoising sequence-steps (a step of B sequences adds B)")),
+      full_steps_(MakeCounter(*registry_, "dllm_full_refresh_steps_total",
+                              "Sequence-steps that recomputed every row")),
+      partial_steps_(MakeCounter(*registry_, "dllm_partial_steps_total",
+                                 "Sequence-steps that recomputed a subset of rows")),
+      refresh_ratio_(MakeGauge(*registry_, "dllm_cache_refresh_ratio",
+                               "Full refreshes / sequence-steps over the last 256 sequence-steps")),
+      entropy_(MakeHistogram(*registry_, "dllm_decoded_token_entropy",
+                             "Entropy (nats) of each committed token", kEntropyBuckets)),
+      rows_per_step_(MakeHistogram(*registry_, "dllm_rows_per_step",
+                                   "Query rows computed per engine step", kRowsBuckets)),
+      batch_size_(
+          MakeHistogram(*registry_, "dllm_batch_size", "Sequences per engine step", kBatchBuckets)),
+      running_(MakeGauge(*registry_, "dllm_num_requests_running", "Requests in the running batch")),
+      waiting_(MakeGauge(*registry_, "dllm_num_requests_waiting",
+                         "Requests queued and not yet admitted")),
+      kv_usage_(MakeGauge(*registry_, "dllm_kv_cache_usage_ratio",
+                          "KV cache bytes in use / budget (0..1)")),
+      generated_tokens_(MakeCounter(*registry_, "dllm_generated_tokens_total",
+                                    "Answer tokens generated (before the first end token)")),
+      prompt_tokens_(MakeCounter(*registry_, "dllm_prompt_tokens_total",
+                                 "Prompt tokens of finished requests")),
+      decision_seconds_(MakeCounter(*registry_, "dllm_decision_overhead_seconds_total",
+                                    "Time spent in cache-policy decisions")),
+      step_seconds_(
+          MakeCounter(*registry_, "dllm_step_seconds_total", "Wall time of all engine steps")) {
+  // Pre-create the common series so that rate() queries see zeros instead of nothing.
+  for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
+                           "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "INTERNAL"}) {
+    requests_.Add({{"status", code}});
+  }
+}
+
+void ServerMetrics::CountRequest(const std::string& status_code_name) {
+  requests_.Add({{"status", status_code_name}}).Increment();
+}
+
+void ServerMetrics::OnStep(const StepInfo& info) {
+  const bool all_partial = info.sequences > 0 && info.full_sequences == 0;
+  (all_partial ? step_partial_ : step_full_).Observe(info.seconds);
+  denoise_steps_.Increment(info.sequences);
+  full_steps_.Increment(info.full_sequences);
+  partial_steps_.Increment(info.partial_sequences);
+  for (float e : info.committed_entropies) entropy_.Observe(e);
+  rows_per_step_.Observe(static_cast<double>(info.rows));
+  batch_size_.Observe(info.sequences);
+  decision_seconds_.Increment(info.decision_seconds);
+  step_seconds_.Increment(info.seconds);
+
+  absl::MutexLock lock(&window_mu_);
+  auto push = [this](bool full) ABSL_EXCLUSIVE_LOCKS_REQUIRED(window_mu_) {
+    if (window_size_ == kRefreshWindow) {
+      window_full_ -= window_[window_next_] ? 1 : 0;
+    } else {
+      ++window_size_;
+    }
+    window_[window_next_] = full;
+    window_full_ += full ? 1 : 0;
+    window_next_ = (window_next_ + 1) % kRefreshWindow;
+  };
+  // Within one step the order does not matter; only the last kRefreshWindow entries count.
+  const int full = std::min(info.full_sequences, kRefreshWindow);
+  const int partial = std::min(info.partial_sequences, kRefreshWindow);
+  for (int i = 0; i < partial; ++i) push(false);
+  for (int i = 0; i < full; ++i) push(true);
+  if (window_size_ > 0) refresh_ratio_.Set(static_cast<double>(window_full_) / window_size_);
+}
+
+void ServerMetrics::OnQueue(int waiting, int running, double kv_usage_ratio) {
+  waiting_.Set(waiting);
+  running_.Set(running);
+  kv_usage_.Set(kv_usage_ratio);
+}
+
+void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {
+  const SequenceStats& s = event.stats;
+  request_duration_.Observe(s.total_seconds);
+  queue_wait_.Observe(s.queue_seconds);
+  if (s.first_commit_seconds > 0) first_commit_.Observe(s.first_commit_seconds);
+  generated_tokens_.Increment(s.generated_tokens);
+  prompt_tokens_.Increment(s.prompt_tokens);
+}
+
+}  // namespace dllm

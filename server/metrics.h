@@ -1,0 +1,97 @@
+// Prometheus metrics of dllm-serve (names are a contract with deploy/ dashboards and alerts;
+// do not rename). Implemented as the engine's EngineObserver plus server-side counters.
+//
+//   dllm_requests_total{status}            counter: finished Generate/GenerateStream calls by
+//                                          gRPC code name (OK, CANCELLED, INVALID_ARGUMENT, ...)
+//   dllm_request_duration_seconds          histogram: submission to final event (accepted requests)
+//   dllm_queue_wait_seconds                histogram: submission to admission
+//   dllm_time_to_first_commit_seconds      histogram: submission to first committed token
+//   dllm_step_duration_seconds{kind}       histogram, one observation per engine step:
+//                                          kind="partial" only if every sequence in the step
+//                                          was partial, else kind="full"
+//   dllm_denoise_steps_total               counter: sequence-steps (a step of B sequences adds B)
+//   dllm_full_refresh_steps_total          counter: sequence-steps that were full refreshes
+//   dllm_partial_steps_total               counter: sequence-steps that were partial
+//   dllm_cache_refresh_ratio               gauge: full / all over the last 256 sequence-steps
+//   dllm_decoded_token_entropy             histogram: entropy (nats) of each committed token
+//   dllm_rows_per_step                     histogram: query rows computed per step
+//   dllm_batch_size                        histogram: sequences per step
+//   dllm_num_requests_running              gauge: sequences in the running batch
+//   dllm_num_requests_waiting              gauge: requests queued, not yet admitted
+//   dllm_kv_cache_usage_ratio              gauge: KV bytes in use / budget, 0..1
+//   dllm_generated_tokens_total            counter: answer tokens (before the first end token)
+//   dllm_prompt_tokens_total               counter: prompt tokens of finished requests
+//   dllm_decision_overhead_seconds_total   counter: time in cache-policy decisions
+//   dllm_step_seconds_total                counter: wall time of all engine steps
+//
+// Thread-safety: observer methods run on the engine worker, CountRequest on gRPC threads;
+// all are safe concurrently and never block for long (prometheus-cpp metrics are atomic or
+// briefly locked).
+#ifndef DLLM_SERVER_METRICS_H_
+#define DLLM_SERVER_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+
+namespace dllm {
+
+class ServerMetrics : public EngineObserver {
+ public:
+  static constexpr int kRefreshWindow = 256;  // sequence-steps in dllm_cache_refresh_ratio
+
+  ServerMetrics();
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // Counts one finished generation call under its gRPC code name.
+  void CountRequest(const std::string& status_code_name);
+
+  void OnStep(const StepInfo& info) override;
+  void OnQueue(int waiting, int running, double kv_usage_ratio) override;
+  void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) override;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Histogram& request_duration_;
+  prometheus::Histogram& queue_wait_;
+  prometheus::Histogram& first_commit_;
+  prometheus::Family<prometheus::Histogram>& step_family_;
+  prometheus::Histogram& step_full_;
+  prometheus::Histogram& step_partial_;
+  prometheus::Counter& denoise_steps_;
+  prometheus::Counter& full_steps_;
+  prometheus::Counter& partial_steps_;
+  prometheus::Gauge& refresh_ratio_;
+  prometheus::Histogram& entropy_;
+  prometheus::Histogram& rows_per_step_;
+  prometheus::Histogram& batch_size_;
+  prometheus::Gauge& running_;
+  prometheus::Gauge& waiting_;
+  prometheus::Gauge& kv_usage_;
+  prometheus::Counter& generated_tokens_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& decision_seconds_;
+  prometheus::Counter& step_seconds_;
+
+  // Ring buffer of the last kRefreshWindow sequence-steps (true = full refresh).
+  absl::Mutex window_mu_;
+  std::array<bool, kRefreshWindow> window_ ABSL_GUARDED_BY(window_mu_) = {};
+  int window_size_ ABSL_GUARDED_BY(window_mu_) = 0;
+  int window_next_ ABSL_GUARDED_BY(window_mu_) = 0;
+  int window_full_ ABSL_GUARDED_BY(window_mu_) = 0;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_METRICS_H_

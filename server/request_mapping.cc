@@ -1,0 +1,313 @@
+#include "server/request_mapping.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace dllm {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+// Inclusive range check that also rejects NaN.
+template <typename T>
+absl::Status InRange(absl::string_view field, T value, T lo, T hi, absl::string_view bound_name) {
+  if (!(value >= lo && value <= hi)) {
+    if (!bound_name.empty() && value > hi) {
+      return Invalid(field, absl::StrCat(value, " exceeds ", bound_name, " (", hi, ")"));
+    }
+    return Invalid(field, absl::StrCat(value, " is outside [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+#define DLLM_RETURN_IF_ERROR(expr)                        \
+  do {                                                    \
+    if (absl::Status _st = (expr); !_st.ok()) return _st; \
+  } while (false)
+
+absl::Status CheckRequestId(const std::string& id) {
+  if (id.size() > 128) return Invalid("request_id", "longer than 128 bytes");
+  for (unsigned char c : id) {
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid("request_id", "must be printable ASCII without spaces");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MapChat(const v1::ChatMessages& chat, const std::string& field,
+                     std::vector<ChatMessage>* out) {
+  if (chat.messages_size() == 0) return Invalid(field, "at least one message is required");
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const auto& m = chat.messages(i);
+    if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+      return Invalid(absl::StrCat(field, "[", i, "].role"),
+                     absl::StrCat("'", m.role(), "' is not system|user|assistant"));
+    }
+    out->push_back(ChatMessage{m.role(), m.content()});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::optional<Schedule> FromProto(v1::Schedule s) {
+  switch (s) {
+    case v1::SCHEDULE_BLOCK:
+      return Schedule::kBlock;
+    case v1::SCHEDULE_TIMESTEP:
+      return Schedule::kTimestep;
+    case v1::SCHEDULE_WINDOW:
+      return Schedule::kWindow;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Remasking> FromProto(v1::Remasking r) {
+  switch (r) {
+    case v1::REMASKING_LOW_CONFIDENCE:
+      return Remasking::kLowConfidence;
+    case v1::REMASKING_RANDOM:
+      return Remasking::kRandom;
+    case v1::REMASKING_ORIGIN:
+      return Remasking::kOrigin;
+    case v1::REMASKING_MASKGIT_PLUS:
+      return Remasking::kMaskgitPlus;
+    case v1::REMASKING_TOPK_MARGIN:
+      return Remasking::kTopkMargin;
+    case v1::REMASKING_ENTROPY:
+      return Remasking::kEntropy;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<CachePolicyKind> FromProto(v1::CachePolicy p) {
+  switch (p) {
+    case v1::CACHE_POLICY_NONE:
+      return CachePolicyKind::kNone;
+    case v1::CACHE_POLICY_ENTROPY:
+      return CachePolicyKind::kEntropy;
+    case v1::CACHE_POLICY_DUAL:
+      return CachePolicyKind::kDual;
+    case v1::CACHE_POLICY_INTERVAL:
+      return CachePolicyKind::kInterval;
+    default:
+      return std::nullopt;
+  }
+}
+
+v1::Schedule ToProto(Schedule s) {
+  switch (s) {
+    case Schedule::kBlock:
+      return v1::SCHEDULE_BLOCK;
+    case Schedule::kTimestep:
+      return v1::SCHEDULE_TIMESTEP;
+    case Schedule::kWindow:
+      return v1::SCHEDULE_WINDOW;
+  }
+  return v1::SCHEDULE_UNSPECIFIED;
+}
+
+v1::Remasking ToProto(Remasking r) {
+  switch (r) {
+    case Remasking::kLowConfidence:
+      return v1::REMASKING_LOW_CONFIDENCE;
+    case Remasking::kRandom:
+      return v1::REMASKING_RANDOM;
+    case Remasking::kOrigin:
+      return v1::REMASKING_ORIGIN;
+    case Remasking::kMaskgitPlus:
+      return v1::REMASKING_MASKGIT_PLUS;
+    case Remasking::kTopkMargin:
+      return v1::REMASKING_TOPK_MARGIN;
+    case Remasking::kEntropy:
+      return v1::REMASKING_ENTROPY;
+  }
+  return v1::REMASKING_UNSPECIFIED;
+}
+
+v1::CachePolicy ToProto(CachePolicyKind p) {
+  switch (p) {
+    case CachePolicyKind::kNone:
+      return v1::CACHE_POLICY_NONE;
+    case CachePolicyKind::kEntropy:
+      return v1::CACHE_POLICY_ENTROPY;
+    case CachePolicyKind::kDual:
+      return v1::CACHE_POLICY_DUAL;
+    case CachePolicyKind::kInterval:
+      return v1::CACHE_POLICY_INTERVAL;
+  }
+  return v1::CACHE_POLICY_UNSPECIFIED;
+}
+
+RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& d,
+                                       const CacheDefaults& c) {
+  RequestDefaults out;
+  out.decoding = model.default_decoding;
+  out.cache = model.default_cache;
+  if (d.max_new_tokens) out.max_new_tokens = *d.max_new_tokens;
+  auto& o = out.decoding;
+  if (d.schedule) o.schedule = *d.schedule;
+  if (d.remasking) o.remasking = *d.remasking;
+  if (d.steps) o.steps = *d.steps;
+  if (d.block_length) o.block_length = *d.block_length;
+  if (d.window) o.window = *d.window;
+  if (d.confidence_threshold) o.confidence_threshold = *d.confidence_threshold;
+  if (d.eps) o.eps = *d.eps;
+  if (d.alg_temp) o.alg_temp = *d.alg_temp;
+  if (d.temperature) o.temperature = *d.temperature;
+  if (d.top_k) o.top_k = *d.top_k;
+  if (d.top_p) o.top_p = *d.top_p;
+  if (d.seed) o.seed = *d.seed;
+  if (c.policy) out.cache.policy = *c.policy;
+  if (c.entropy_threshold) out.cache.entropy_threshold = *c.entropy_threshold;
+  if (c.recent_k) out.cache.recent_k = *c.recent_k;
+  if (c.refresh_interval) out.cache.refresh_interval = *c.refresh_interval;
+  return out;
+}
+
+absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits) {
+  if (prompt_tokens > static_cast<size_t>(limits.max_prompt_tokens)) {
+    return Invalid("input", absl::StrCat("prompt is ", prompt_tokens,
+                                         " tokens, exceeds limits.max_prompt_tokens (",
+                                         limits.max_prompt_tokens, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request) {
+  GenerationRequest out;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kPrompt:
+      out.prompt_text = request.prompt();
+      break;
+    case v1::TokenizeRequest::kChat:
+      DLLM_RETURN_IF_ERROR(MapChat(request.chat(), "chat.messages", &out.messages));
+      break;
+    default:
+      return Invalid("input", "one of prompt or chat is required");
+  }
+  return out;
+}
+
+absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
+                                                      const RequestDefaults& defaults,
+                                                      const LimitsSection& limits,
+                                                      const ModelInfo& model) {
+  GenerationRequest out;
+  DLLM_RETURN_IF_ERROR(CheckRequestId(request.request_id()));
+  out.id = request.request_id();
+
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      if (request.prompt().empty()) return Invalid("prompt", "must not be empty");
+      out.prompt_text = request.prompt();
+      break;
+    case v1::GenerateRequest::kChat:
+      DLLM_RETURN_IF_ERROR(MapChat(request.chat(), "chat.messages", &out.messages));
+      break;
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = request.token_ids().ids();
+      if (ids.empty()) return Invalid("token_ids.ids", "must not be empty");
+      DLLM_RETURN_IF_ERROR(CheckPromptLength(ids.size(), limits));
+      for (int i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || (model.vocab_size > 0 && ids[i] >= model.vocab_size)) {
+          return Invalid(
+              absl::StrCat("token_ids.ids[", i, "]"),
+              absl::StrCat("id ", ids[i], " is outside [0, vocab_size=", model.vocab_size, ")"));
+        }
+      }
+      out.prompt_ids.assign(ids.begin(), ids.end());
+      break;
+    }
+    default:
+      return Invalid("input", "one of prompt, chat or token_ids is required");
+  }
+
+  out.max_new_tokens =
+      request.has_max_new_tokens() ? request.max_new_tokens() : defaults.max_new_tokens;
+  DLLM_RETURN_IF_ERROR(InRange("max_new_tokens", out.max_new_tokens, 1, limits.max_new_tokens,
+                               "limits.max_new_tokens"));
+
+  // ---- decoding
+  const auto& d = request.decoding();
+  DecodingParams& p = out.decoding;
+  p = defaults.decoding;
+  if (d.schedule() != v1::SCHEDULE_UNSPECIFIED) {
+    std::optional<Schedule> s = FromProto(d.schedule());
+    if (!s) return Invalid("decoding.schedule", absl::StrCat("unknown value ", d.schedule()));
+    p.schedule = *s;
+  }
+  if (d.remasking() != v1::REMASKING_UNSPECIFIED) {
+    std::optional<Remasking> r = FromProto(d.remasking());
+    if (!r) return Invalid("decoding.remasking", absl::StrCat("unknown value ", d.remasking()));
+    p.remasking = *r;
+  }
+  if (d.has_steps()) p.steps = d.steps();
+  if (d.has_block_length()) p.block_length = d.block_length();
+  if (d.has_window()) p.window = d.window();
+  if (d.has_confidence_threshold()) p.confidence_threshold = d.confidence_threshold();
+  if (d.has_temperature()) p.temperature = d.temperature();
+  if (d.has_top_k()) p.top_k = d.top_k();
+  if (d.has_top_p()) p.top_p = d.top_p();
+  if (d.has_seed()) p.seed = d.seed();
+  if (d.has_eps()) p.eps = d.eps();
+  if (d.has_alg_temp()) p.alg_temp = d.alg_temp();
+  DLLM_RETURN_IF_ERROR(InRange("decoding.steps", p.steps, 0, limits.max_steps, "limits.max_steps"));
+  DLLM_RETURN_IF_ERROR(InRange("decoding.block_length", p.block_length, 1, limits.max_block_length,
+                               "limits.max_block_length"));
+  DLLM_RETURN_IF_ERROR(
+      InRange("decoding.window", p.window, 1, limits.max_window, "limits.max_window"));
+  DLLM_RETURN_IF_ERROR(
+      InRange("decoding.confidence_threshold", p.confidence_threshold, 0.0f, 1.0f, ""));
+  DLLM_RETURN_IF_ERROR(InRange("decoding.temperature", p.temperature, 0.0f, limits.max_temperature,
+                               "limits.max_temperature"));
+  DLLM_RETURN_IF_ERROR(InRange("decoding.top_k", p.top_k, 0,
+                               model.vocab_size > 0 ? model.vocab_size : 1 << 30, "vocab_size"));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return Invalid("decoding.top_p", absl::StrCat(p.top_p, " is outside (0, 1]"));
+  }
+  if (!(p.eps > 0.0f && p.eps < 1.0f)) {
+    return Invalid("decoding.eps", absl::StrCat(p.eps, " is outside (0, 1)"));
+  }
+  DLLM_RETURN_IF_ERROR(InRange("decoding.alg_temp", p.alg_temp, 0.0f, 100.0f, ""));
+
+  // ---- cache
+  const auto& c = request.cache();
+  CacheParams& k = out.cache;
+  k = defaults.cache;
+  if (c.policy() != v1::CACHE_POLICY_UNSPECIFIED) {
+    std::optional<CachePolicyKind> policy = FromProto(c.policy());
+    if (!policy) return Invalid("cache.policy", absl::StrCat("unknown value ", c.policy()));
+    k.policy = *policy;
+  }
+  bool allowed = false;
+  for (CachePolicyKind a : limits.allowed_cache_policies) allowed |= (a == k.policy);
+  if (!allowed) {
+    return Invalid("cache.policy", absl::StrCat("'", std::string(CachePolicyName(k.policy)),
+                                                "' is not in limits.allowed_cache_policies"));
+  }
+  if (c.has_entropy_threshold()) k.entropy_threshold = c.entropy_threshold();
+  if (c.has_recent_k()) k.recent_k = c.recent_k();
+  if (c.has_refresh_interval()) k.refresh_interval = c.refresh_interval();
+  if (!(k.entropy_threshold >= 0.0f) || !std::isfinite(k.entropy_threshold)) {
+    return Invalid("cache.entropy_threshold", absl::StrCat(k.entropy_threshold, " must be >= 0"));
+  }
+  DLLM_RETURN_IF_ERROR(
+      InRange("cache.recent_k", k.recent_k, 0, limits.max_new_tokens, "limits.max_new_tokens"));
+  DLLM_RETURN_IF_ERROR(InRange("cache.refresh_interval", k.refresh_interval, 1, limits.max_steps,
+                               "limits.max_steps"));
+
+  // ---- streaming
+  out.snapshot_every_steps = request.stream().canvas_every_steps();
+  DLLM_RETURN_IF_ERROR(InRange("stream.canvas_every_steps", out.snapshot_every_steps, 0,
+                               limits.max_steps, "limits.max_steps"));
+  return out;
+}
+
+}  // namespace dllm

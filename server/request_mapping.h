@@ -1,0 +1,51 @@
+// Turns a validated DiffusionLM request into the engine's GenerationRequest.
+//
+// Order of precedence for each knob: the request's field when set, else the operator's
+// configured default (config `decoding:` / `cache:`), else the model family's default
+// (ModelInfo). The result is then checked against the operator's limits; every failure is
+// INVALID_ARGUMENT whose message starts with the request field's path and names the bound,
+// e.g. "decoding.steps: 5000 exceeds limits.max_steps (1024)".
+#ifndef DLLM_SERVER_REQUEST_MAPPING_H_
+#define DLLM_SERVER_REQUEST_MAPPING_H_
+
+#include "absl/status/statusor.h"
+#include "dllm/v1/dllm.pb.h"
+#include "engine/engine.h"
+#include "server/config.h"
+
+namespace dllm {
+
+// Defaults applied to unset request fields.
+struct RequestDefaults {
+  int max_new_tokens = 64;
+  DecodingParams decoding;
+  CacheParams cache;
+};
+
+RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& decoding,
+                                       const CacheDefaults& cache);
+
+// Maps and validates everything except the prompt length after chat templating, which
+// needs the tokenizer (see CheckPromptLength). `request_id` is the server-side id to use.
+absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
+                                                      const RequestDefaults& defaults,
+                                                      const LimitsSection& limits,
+                                                      const ModelInfo& model);
+
+// Builds a request for Tokenize (only the input is used).
+absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request);
+
+// INVALID_ARGUMENT "input: prompt is N tokens, exceeds limits.max_prompt_tokens (M)".
+absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits);
+
+// Enum conversions (UNSPECIFIED has no engine value and returns nullopt).
+std::optional<Schedule> FromProto(v1::Schedule schedule);
+std::optional<Remasking> FromProto(v1::Remasking remasking);
+std::optional<CachePolicyKind> FromProto(v1::CachePolicy policy);
+v1::Schedule ToProto(Schedule schedule);
+v1::Remasking ToProto(Remasking remasking);
+v1::CachePolicy ToProto(CachePolicyKind policy);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_REQUEST_MAPPING_H_

@@ -1,0 +1,115 @@
+#include "server/response_mapping.h"
+
+namespace dllm {
+
+v1::FinishReason ToProto(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kDeadline:
+      return v1::FINISH_REASON_DEADLINE;
+    case FinishReason::kError:
+      return v1::FINISH_REASON_UNSPECIFIED;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+const char* FinishReasonLabel(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kDeadline:
+      return "deadline";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "error";
+}
+
+void FillGenerateResponse(const std::string& request_id, const FinalEvent& event,
+                          v1::GenerateResponse* out) {
+  out->set_request_id(request_id);
+  out->set_text(event.text);
+  out->mutable_token_ids()->Assign(event.token_ids.begin(), event.token_ids.end());
+  out->set_finish_reason(ToProto(event.reason));
+  const SequenceStats& s = event.stats;
+  out->mutable_usage()->set_prompt_tokens(s.prompt_tokens);
+  out->mutable_usage()->set_generated_tokens(s.generated_tokens);
+  auto* cache = out->mutable_cache_stats();
+  cache->set_steps(s.steps);
+  cache->set_full_steps(s.full_steps);
+  cache->set_partial_steps(s.partial_steps);
+  cache->set_refresh_ratio(s.RefreshRatio());
+  cache->set_rows_computed(s.rows_computed);
+  cache->set_mean_committed_entropy(s.mean_committed_entropy);
+  cache->set_max_committed_entropy(s.max_committed_entropy);
+  auto* t = out->mutable_timings();
+  t->set_queue_seconds(s.queue_seconds);
+  t->set_first_commit_seconds(s.first_commit_seconds);
+  t->set_total_seconds(s.total_seconds);
+  t->set_decision_seconds(s.decision_seconds);
+}
+
+void FillCommittedDelta(const CommitEvent& event, v1::CommittedDelta* out) {
+  out->set_step(event.step);
+  out->set_text(event.text_delta);
+  out->mutable_positions()->Assign(event.positions.begin(), event.positions.end());
+  out->mutable_token_ids()->Assign(event.tokens.begin(), event.tokens.end());
+}
+
+void FillCanvasSnapshot(const SnapshotEvent& event, v1::CanvasSnapshot* out) {
+  out->set_step(event.step);
+  out->set_text(event.canvas_text);
+}
+
+void FillModelInfo(const ModelInfo& model, BackendKind backend, const RequestDefaults& defaults,
+                   const LimitsSection& limits, v1::GetModelInfoResponse* out) {
+  out->set_family(model.family);
+  out->set_model_dir(model.model_dir);
+  out->set_vocab_size(model.vocab_size);
+  out->set_hidden_size(model.hidden_size);
+  out->set_num_layers(model.num_layers);
+  out->set_max_positions(model.max_positions);
+  out->set_mask_token_id(model.mask_token_id);
+  out->mutable_end_token_ids()->Assign(model.end_token_ids.begin(), model.end_token_ids.end());
+  out->set_backend(std::string(BackendName(backend)));
+  out->set_default_max_new_tokens(defaults.max_new_tokens);
+  const DecodingParams& d = defaults.decoding;
+  auto* od = out->mutable_default_decoding();
+  od->set_schedule(ToProto(d.schedule));
+  od->set_remasking(ToProto(d.remasking));
+  od->set_steps(d.steps);
+  od->set_block_length(d.block_length);
+  od->set_window(d.window);
+  od->set_confidence_threshold(d.confidence_threshold);
+  od->set_temperature(d.temperature);
+  od->set_top_k(d.top_k);
+  od->set_top_p(d.top_p);
+  od->set_seed(d.seed);
+  od->set_eps(d.eps);
+  od->set_alg_temp(d.alg_temp);
+  const CacheParams& c = defaults.cache;
+  auto* oc = out->mutable_default_cache();
+  oc->set_policy(ToProto(c.policy));
+  oc->set_entropy_threshold(c.entropy_threshold);
+  oc->set_recent_k(c.recent_k);
+  oc->set_refresh_interval(c.refresh_interval);
+  auto* l = out->mutable_limits();
+  l->set_max_new_tokens(limits.max_new_tokens);
+  l->set_max_prompt_tokens(limits.max_prompt_tokens);
+  l->set_max_steps(limits.max_steps);
+  l->set_max_block_length(limits.max_block_length);
+  l->set_max_window(limits.max_window);
+  l->set_max_temperature(limits.max_temperature);
+  for (CachePolicyKind p : limits.allowed_cache_policies) l->add_allowed_cache_policies(ToProto(p));
+}
+
+}  // namespace dllm

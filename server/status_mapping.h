@@ -1,0 +1,20 @@
+// The one place where engine errors (absl::Status) become gRPC statuses.
+#ifndef DLLM_SERVER_STATUS_MAPPING_H_
+#define DLLM_SERVER_STATUS_MAPPING_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace dllm {
+
+// Maps the canonical code one to one and keeps the message (which names the field for
+// INVALID_ARGUMENT). Codes outside the canonical set become INTERNAL.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// "OK", "CANCELLED", "DEADLINE_EXCEEDED", ...: the label used in metrics and logs.
+const char* GrpcCodeName(grpc::StatusCode code);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_STATUS_MAPPING_H_
