@@ -1,0 +1,142 @@
+#include "engine/decoding/cache_policy.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace dllm {
+
+void CommitHistory::Record(int step, std::span<const CommittedToken> committed) {
+  if (committed.empty()) return;
+  StepCommits entry{step, {}};
+  entry.positions.reserve(committed.size());
+  for (const CommittedToken& c : committed) entry.positions.push_back(c.position);
+  std::sort(entry.positions.begin(), entry.positions.end());
+  steps_.push_back(std::move(entry));
+}
+
+std::vector<int32_t> CommitHistory::Recent(int k) const {
+  std::vector<int32_t> out;
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    const bool newest = it == steps_.rbegin();
+    for (int32_t p : it->positions) {
+      if (!newest && static_cast<int>(out.size()) >= k) break;
+      out.push_back(p);
+    }
+    if (static_cast<int>(out.size()) >= k) break;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int32_t> UnionSorted(std::span<const int32_t> a, std::span<const int32_t> b) {
+  std::vector<int32_t> out;
+  out.reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int32_t> PlanQueryRows(const StepPlan& plan, std::span<const int32_t> predict,
+                                   int canvas_length, bool shift_logits) {
+  std::vector<int32_t> rows;
+  if (plan.full) {
+    rows.resize(canvas_length);
+    std::iota(rows.begin(), rows.end(), 0);
+    return rows;
+  }
+  if (!shift_logits) return plan.query_positions;
+  std::vector<int32_t> shifted;
+  shifted.reserve(predict.size());
+  for (int32_t p : predict)
+    if (p >= 1) shifted.push_back(p - 1);
+  return UnionSorted(plan.query_positions, shifted);
+}
+
+namespace {
+
+class NonePolicy final : public CachePolicy {
+ public:
+  StepPlan Plan(const PlanInput&) override { return StepPlan{true, {}}; }
+  void Observe(int, std::span<const CommittedToken>) override {}
+};
+
+// Shared by entropy and interval: the EntropyCache partial step.
+class RecentKPolicy : public CachePolicy {
+ public:
+  explicit RecentKPolicy(int recent_k) : recent_k_(recent_k) {}
+  void Observe(int step, std::span<const CommittedToken> committed) override {
+    history_.Record(step, committed);
+  }
+
+ protected:
+  StepPlan Partial(const PlanInput& input) const {
+    const std::vector<int32_t> recent = history_.Recent(recent_k_);
+    return StepPlan{false, UnionSorted(input.candidates, recent)};
+  }
+
+ private:
+  int recent_k_;
+  CommitHistory history_;
+};
+
+class EntropyPolicy final : public RecentKPolicy {
+ public:
+  EntropyPolicy(float tau, int recent_k) : RecentKPolicy(recent_k), tau_(tau) {}
+  StepPlan Plan(const PlanInput& input) override {
+    if (need_full_) return StepPlan{true, {}};
+    return Partial(input);
+  }
+  void Observe(int step, std::span<const CommittedToken> committed) override {
+    RecentKPolicy::Observe(step, committed);
+    if (committed.empty()) return;  // no signal: keep the previous decision
+    float max_entropy = -std::numeric_limits<float>::infinity();
+    for (const CommittedToken& c : committed) max_entropy = std::max(max_entropy, c.entropy_nats);
+    need_full_ = max_entropy > tau_;
+  }
+
+ private:
+  float tau_;
+  bool need_full_ = true;  // the first step fills an empty cache
+};
+
+class IntervalPolicy final : public RecentKPolicy {
+ public:
+  IntervalPolicy(int interval, int recent_k) : RecentKPolicy(recent_k), interval_(interval) {}
+  StepPlan Plan(const PlanInput& input) override {
+    if (input.step % interval_ == 0) return StepPlan{true, {}};
+    return Partial(input);
+  }
+
+ private:
+  int interval_;
+};
+
+class DualPolicy final : public CachePolicy {
+ public:
+  StepPlan Plan(const PlanInput& input) override {
+    if (input.block_start || input.step == 0) return StepPlan{true, {}};
+    StepPlan plan{false, {}};
+    for (int32_t p = input.block_begin; p < input.block_end; ++p) plan.query_positions.push_back(p);
+    return plan;
+  }
+  void Observe(int, std::span<const CommittedToken>) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params) {
+  switch (params.policy) {
+    case CachePolicyKind::kNone:
+      return std::make_unique<NonePolicy>();
+    case CachePolicyKind::kEntropy:
+      return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k);
+    case CachePolicyKind::kDual:
+      return std::make_unique<DualPolicy>();
+    case CachePolicyKind::kInterval:
+      return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k);
+  }
+  return std::make_unique<NonePolicy>();
+}
+
+}  // namespace dllm

@@ -1,0 +1,89 @@
+// Cache policies: per sequence, whether the next step is a full refresh or a partial step,
+// and which query rows a partial step recomputes (entropycache.md §3).
+//
+//   none      every step full (vanilla).
+//   entropy   EntropyCache: the first step is full; after step t, E = max entropy of the
+//             tokens committed in step t; E > tau => step t+1 full, else partial over the
+//             decoder's candidate set ∪ the recent-k committed tokens. A step that commits
+//             nothing carries no signal and keeps the previous decision.
+//   dual      Fast-dLLM DualCache: full on the first step of every block; in between the
+//             current block's rows [block_begin, block_end). Requires the block schedule.
+//   interval  full every `refresh_interval` steps (steps 0, n, 2n, ...), entropy's partial
+//             step in between.
+//
+// Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
+// ascending position; the first k are taken, and the whole newest step is always included
+// (their cached K/V still encode [MASK], entropycache.md §8.4), so k = 0 refreshes exactly
+// the previous step's commits.
+//
+// Query rows are prediction positions; for a shifted-logit model (Dream) the planner adds
+// row p-1 of every predicted p (see PlanQueryRows). Thread-safety: none (engine worker).
+#ifndef DLLM_ENGINE_DECODING_CACHE_POLICY_H_
+#define DLLM_ENGINE_DECODING_CACHE_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/decoding/decoder.h"
+#include "engine/engine.h"
+
+namespace dllm {
+
+// What the policy sees of the decoder before a step.
+struct PlanInput {
+  int step = 0;                         // the coming step's index
+  std::span<const int32_t> candidates;  // ascending masks the step may commit
+  bool block_start = false;             // first step of a block (kBlock)
+  int32_t block_begin = 0;              // current block / window span
+  int32_t block_end = 0;
+};
+
+struct StepPlan {
+  bool full = true;
+  // Partial steps only: ascending unique positions whose rows are recomputed (before any
+  // logit-shift rows are added).
+  std::vector<int32_t> query_positions;
+};
+
+// Committed tokens by step, with the recent-k selection.
+class CommitHistory {
+ public:
+  // Records one step's commits (any order).
+  void Record(int step, std::span<const CommittedToken> committed);
+  // Positions of the recent-k selection (see file comment), ascending.
+  std::vector<int32_t> Recent(int k) const;
+
+ private:
+  struct StepCommits {
+    int step;
+    std::vector<int32_t> positions;  // ascending
+  };
+  std::vector<StepCommits> steps_;  // in commit order (ascending step)
+};
+
+class CachePolicy {
+ public:
+  virtual ~CachePolicy() = default;
+  // The plan of the coming step.
+  virtual StepPlan Plan(const PlanInput& input) = 0;
+  // The outcome of step `step`: the tokens it committed (possibly none).
+  virtual void Observe(int step, std::span<const CommittedToken> committed) = 0;
+};
+
+// The policy for `params`; parameters are validated by the caller.
+std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params);
+
+// Sorted union of a and b.
+std::vector<int32_t> UnionSorted(std::span<const int32_t> a, std::span<const int32_t> b);
+
+// The forward's query rows for a plan over a canvas of `canvas_length` positions: all
+// positions for a full step; otherwise the plan's rows plus, when `shift_logits`, row p-1 of
+// every predicted position p (p >= 1).
+std::vector<int32_t> PlanQueryRows(const StepPlan& plan, std::span<const int32_t> predict,
+                                   int canvas_length, bool shift_logits);
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_DECODING_CACHE_POLICY_H_

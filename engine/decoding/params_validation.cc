@@ -1,0 +1,98 @@
+#include "engine/decoding/params_validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace dllm {
+namespace {
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+}  // namespace
+
+absl::Status ValidateDecodingParams(const DecodingParams& p, int gen_length) {
+  if (p.steps < 0 || p.steps > kMaxDecodingSteps) {
+    return Invalid(absl::StrFormat("decoding.steps (%d) must be in [0, %d] (0 = max_new_tokens)",
+                                   p.steps, kMaxDecodingSteps));
+  }
+  const int steps = p.steps > 0 ? p.steps : gen_length;
+  const bool threshold_mode = p.confidence_threshold > 0;
+  if (!(p.confidence_threshold >= 0.0f && p.confidence_threshold <= 1.0f)) {
+    return Invalid(absl::StrFormat("decoding.confidence_threshold (%g) must be in [0, 1]",
+                                   p.confidence_threshold));
+  }
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
+    return Invalid(
+        absl::StrFormat("decoding.temperature (%g) must be finite and >= 0", p.temperature));
+  }
+  if (p.top_k < 0) return Invalid(absl::StrFormat("decoding.top_k (%d) must be >= 0", p.top_k));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return Invalid(absl::StrFormat("decoding.top_p (%g) must be in (0, 1]", p.top_p));
+  }
+  switch (p.schedule) {
+    case Schedule::kBlock: {
+      if (p.remasking == Remasking::kOrigin) {
+        return Invalid("decoding.remasking origin requires decoding.schedule timestep");
+      }
+      if (p.block_length < 1 || p.block_length > gen_length) {
+        return Invalid(absl::StrFormat("decoding.block_length (%d) must be in [1, %d]",
+                                       p.block_length, gen_length));
+      }
+      if (gen_length % p.block_length != 0) {
+        return Invalid(absl::StrFormat("decoding.block_length (%d) must divide max_new_tokens (%d)",
+                                       p.block_length, gen_length));
+      }
+      const int blocks = gen_length / p.block_length;
+      if (!threshold_mode && steps % blocks != 0) {
+        return Invalid(absl::StrFormat(
+            "decoding.steps (%d) must be a multiple of the number of blocks (%d = %d / %d)", steps,
+            blocks, gen_length, p.block_length));
+      }
+      break;
+    }
+    case Schedule::kTimestep:
+      if (!(p.eps > 0.0f && p.eps < 1.0f)) {
+        return Invalid(absl::StrFormat("decoding.eps (%g) must be in (0, 1)", p.eps));
+      }
+      if (!(p.alg_temp >= 0.0f) || !std::isfinite(p.alg_temp)) {
+        return Invalid(
+            absl::StrFormat("decoding.alg_temp (%g) must be finite and >= 0", p.alg_temp));
+      }
+      if (threshold_mode) {
+        return Invalid(
+            "decoding.confidence_threshold applies to the block and window schedules "
+            "only; set it to 0 for the timestep schedule");
+      }
+      break;
+    case Schedule::kWindow:
+      if (p.remasking == Remasking::kOrigin) {
+        return Invalid("decoding.remasking origin requires decoding.schedule timestep");
+      }
+      if (p.window < 1) {
+        return Invalid(absl::StrFormat("decoding.window (%d) must be >= 1", p.window));
+      }
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& decoding) {
+  if (std::isnan(c.entropy_threshold)) {
+    return Invalid("cache.entropy_threshold must not be NaN (use +-inf for never/always full)");
+  }
+  if (c.recent_k < 0 || c.recent_k > (1 << 20)) {
+    return Invalid(absl::StrFormat("cache.recent_k (%d) must be in [0, %d]", c.recent_k, 1 << 20));
+  }
+  if (c.policy == CachePolicyKind::kInterval && c.refresh_interval < 1) {
+    return Invalid(absl::StrFormat("cache.refresh_interval (%d) must be >= 1", c.refresh_interval));
+  }
+  if (c.policy == CachePolicyKind::kDual && decoding.schedule != Schedule::kBlock) {
+    return Invalid(
+        "cache.policy dual requires decoding.schedule block (it refreshes at block "
+        "starts)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dllm

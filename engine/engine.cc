@@ -1,0 +1,43 @@
+// Engine::Create and the small free functions of engine.h.
+#include "engine/engine.h"
+
+#include <utility>
+
+#include "engine/engine_impl.h"
+#include "engine/model/loaded_model.h"
+
+namespace dllm {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kDeadline:
+      return "deadline";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is empty");
+  if (options.max_batch_sequences < 1) {
+    return absl::InvalidArgumentError("max_batch_sequences must be >= 1");
+  }
+  if (options.queue_capacity < 0) return absl::InvalidArgumentError("queue_capacity must be >= 0");
+  LoadOptions load;
+  load.model_dir = options.model_dir;
+  load.backend = options.backend == BackendKind::kCuda ? "cuda" : "cpu";
+  load.cpu_threads = options.cpu_threads;
+  load.kv_budget_bytes = options.kv_budget_bytes;
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(load);
+  if (!model.ok()) return model.status();
+  return CreateEngineFromLoadedModel(options, std::move(*model));
+}
+
+}  // namespace dllm

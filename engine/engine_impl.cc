@@ -1,0 +1,190 @@
+#include "engine/engine_impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "engine/decoding/params_validation.h"
+#include "engine/model/chat_template.h"
+#include "engine/model/loaded_model.h"
+#include "engine/scheduler/worker.h"
+
+namespace dllm {
+
+DecodingParams DefaultDecodingParams(ModelFamily family) {
+  DecodingParams p;
+  if (family == ModelFamily::kDream) {
+    p.schedule = Schedule::kTimestep;
+    p.remasking = Remasking::kEntropy;
+    p.eps = 1e-3f;
+  } else {
+    p.schedule = Schedule::kBlock;
+    p.remasking = Remasking::kLowConfidence;
+    p.block_length = 32;
+  }
+  p.steps = 0;
+  return p;
+}
+
+ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir) {
+  ModelInfo info;
+  info.family = std::string(ModelFamilyName(config.family));
+  info.model_dir = model_dir;
+  info.vocab_size = config.vocab_size;
+  info.hidden_size = config.hidden_size;
+  info.num_layers = config.num_layers;
+  info.max_positions = config.max_positions;
+  info.mask_token_id = config.mask_token_id;
+  for (int32_t id : {config.eos_token_id, config.eot_token_id}) {
+    if (id >= 0 && std::find(info.end_token_ids.begin(), info.end_token_ids.end(), id) ==
+                       info.end_token_ids.end()) {
+      info.end_token_ids.push_back(id);
+    }
+  }
+  info.default_decoding = DefaultDecodingParams(config.family);
+  return info;
+}
+
+namespace {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& options, const ModelConfig& config,
+             std::unique_ptr<LoadedModel> model, std::unique_ptr<StepExecutor> executor,
+             std::unique_ptr<Tokenizer> owned_tokenizer, const Tokenizer* tokenizer)
+      : options_(options),
+        config_(config),
+        info_(MakeModelInfo(config, options.model_dir)),
+        model_(std::move(model)),
+        executor_(std::move(executor)),
+        owned_tokenizer_(std::move(owned_tokenizer)),
+        tokenizer_(tokenizer) {
+    WorkerOptions worker;
+    worker.max_batch_sequences = std::max(1, options.max_batch_sequences);
+    worker.queue_capacity = std::max(0, options.queue_capacity);
+    worker.context.tokenizer = tokenizer_;
+    worker.context.mask_token_id = config.mask_token_id;
+    worker.context.end_token_ids = info_.end_token_ids;
+    worker.context.shift_logits = config.shift_logits;
+    worker.observer = options.observer;
+    worker_ = std::make_unique<Worker>(std::move(worker), executor_.get());
+  }
+
+  ~EngineImpl() override { worker_.reset(); }
+
+  absl::StatusOr<RequestId> Submit(GenerationRequest request,
+                                   std::shared_ptr<EventSink> sink) override {
+    if (sink == nullptr) return absl::InvalidArgumentError("sink must not be null");
+    absl::StatusOr<std::vector<int32_t>> ids = TokenizeInput(request);
+    if (!ids.ok()) return ids.status();
+    if (absl::Status s = Validate(request, *ids); !s.ok()) return s;
+    PendingRequest pending;
+    pending.id = next_id_.fetch_add(1) + 1;
+    pending.prompt_ids = std::move(*ids);
+    pending.request = std::move(request);
+    pending.sink = std::move(sink);
+    pending.submit_time = absl::Now();
+    const RequestId id = pending.id;
+    if (absl::Status s = worker_->Enqueue(std::move(pending)); !s.ok()) return s;
+    return id;
+  }
+
+  void Cancel(RequestId id) override { worker_->Cancel(id); }
+  void Drain(absl::Duration timeout) override { worker_->Drain(timeout); }
+  const ModelInfo& model_info() const override { return info_; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+
+  absl::StatusOr<std::vector<int32_t>> TokenizeInput(
+      const GenerationRequest& request) const override {
+    std::vector<int32_t> ids;
+    if (request.prompt_text.has_value()) {
+      ids = tokenizer_->Encode(*request.prompt_text);
+    } else if (!request.messages.empty()) {
+      absl::StatusOr<std::string> text = RenderChat(config_.family, request.messages);
+      if (!text.ok()) return text.status();
+      ids = tokenizer_->Encode(*text);
+    } else if (!request.prompt_ids.empty()) {
+      ids = request.prompt_ids;
+    } else {
+      return absl::InvalidArgumentError(
+          "request has no input: set prompt_text, messages or prompt_ids");
+    }
+    if (ids.empty()) return absl::InvalidArgumentError("prompt tokenizes to zero tokens");
+    return ids;
+  }
+
+ private:
+  absl::Status Validate(const GenerationRequest& r, const std::vector<int32_t>& ids) const {
+    const int gen = r.max_new_tokens;
+    if (gen < 1 || gen > options_.max_new_tokens_limit) {
+      return absl::InvalidArgumentError(absl::StrFormat("max_new_tokens (%d) must be in [1, %d]",
+                                                        gen, options_.max_new_tokens_limit));
+    }
+    const int64_t total = static_cast<int64_t>(ids.size()) + gen;
+    if (total > config_.max_positions) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "prompt tokens (%d) + max_new_tokens (%d) = %d exceeds the model's max positions (%d)",
+          ids.size(), gen, total, config_.max_positions));
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("prompt_ids[%d] = %d is outside the vocabulary [0, %d)", i, ids[i],
+                            config_.vocab_size));
+      }
+      if (ids[i] == config_.mask_token_id) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "prompt_ids[%d] is the mask token %d; infilling is not supported", i, ids[i]));
+      }
+    }
+    if (r.snapshot_every_steps < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("snapshot_every_steps (%d) must be >= 0", r.snapshot_every_steps));
+    }
+    if (absl::Status s = ValidateDecodingParams(r.decoding, gen); !s.ok()) return s;
+    if (absl::Status s = ValidateCacheParams(r.cache, r.decoding); !s.ok()) return s;
+    const int64_t bytes = executor_->KvBytesFor(static_cast<int>(total));
+    if (bytes > executor_->KvBudgetBytes()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "request needs %d KV bytes (%d positions), more than the budget of %d bytes", bytes,
+          total, executor_->KvBudgetBytes()));
+    }
+    return absl::OkStatus();
+  }
+
+  const EngineOptions options_;
+  const ModelConfig config_;
+  const ModelInfo info_;
+  std::unique_ptr<LoadedModel> model_;  // null in tests
+  std::unique_ptr<StepExecutor> executor_;
+  std::unique_ptr<Tokenizer> owned_tokenizer_;
+  const Tokenizer* tokenizer_;
+  std::atomic<RequestId> next_id_{0};
+  std::unique_ptr<Worker> worker_;  // last: its thread stops before the rest is destroyed
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngineForTesting(
+    const EngineOptions& options, const ModelConfig& config, std::unique_ptr<StepExecutor> executor,
+    std::unique_ptr<Tokenizer> tokenizer) {
+  if (executor == nullptr || tokenizer == nullptr) {
+    return absl::InvalidArgumentError("executor and tokenizer are required");
+  }
+  const Tokenizer* t = tokenizer.get();
+  return std::unique_ptr<Engine>(
+      new EngineImpl(options, config, nullptr, std::move(executor), std::move(tokenizer), t));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngineFromLoadedModel(
+    const EngineOptions& options, std::unique_ptr<LoadedModel> model) {
+  std::unique_ptr<StepExecutor> executor =
+      MakeTransformerExecutor(model->transformer.get(), model->kv_pool.get());
+  const Tokenizer* tokenizer = model->tokenizer.get();
+  const ModelConfig config = model->config;
+  return std::unique_ptr<Engine>(
+      new EngineImpl(options, config, std::move(model), std::move(executor), nullptr, tokenizer));
+}
+
+}  // namespace dllm

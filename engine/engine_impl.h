@@ -1,0 +1,39 @@
+// EngineImpl: the Engine behind engine.h. Submit validates and tokenizes on the caller's
+// thread and hands the request to the Worker; the Worker owns the model.
+//
+// CreateEngineForTesting builds an engine around any StepExecutor and Tokenizer (fakes in
+// unit tests); Engine::Create loads a model folder and wraps its Transformer.
+#ifndef DLLM_ENGINE_ENGINE_IMPL_H_
+#define DLLM_ENGINE_ENGINE_IMPL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tokenizer.h"
+#include "engine/scheduler/step_executor.h"
+
+namespace dllm {
+
+// Per-family defaults: LLaDA block schedule with low_confidence remasking; Dream timestep
+// schedule with the entropy algorithm and eps 1e-3. steps = 0 (= max_new_tokens).
+DecodingParams DefaultDecodingParams(ModelFamily family);
+
+// Fills ModelInfo from a model config (end tokens: eos and eot, when set).
+ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir);
+
+struct LoadedModel;
+
+// The production engine over a loaded model (Engine::Create uses it).
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngineFromLoadedModel(
+    const EngineOptions& options, std::unique_ptr<LoadedModel> model);
+
+// `config` supplies family, vocabulary, positions, mask/end ids and the logit shift.
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngineForTesting(
+    const EngineOptions& options, const ModelConfig& config, std::unique_ptr<StepExecutor> executor,
+    std::unique_ptr<Tokenizer> tokenizer);
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_ENGINE_IMPL_H_

@@ -1,0 +1,178 @@
+#include "engine/scheduler/sequence.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace dllm {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+DecoderConfig MakeDecoderConfig(const GenerationRequest& request, const SequenceContext& context) {
+  DecoderConfig config;
+  config.mask_token_id = context.mask_token_id;
+  config.end_token_ids = context.end_token_ids;
+  config.params = request.decoding;
+  return config;
+}
+
+}  // namespace
+
+void FinishPending(const PendingRequest& pending, absl::Status status, FinishReason reason,
+                   EngineObserver* observer) {
+  FinalEvent event;
+  event.status = std::move(status);
+  event.reason = reason;
+  event.stats.prompt_tokens = static_cast<int>(pending.prompt_ids.size());
+  const double waited = absl::ToDoubleSeconds(absl::Now() - pending.submit_time);
+  event.stats.queue_seconds = waited;
+  event.stats.total_seconds = waited;
+  pending.sink->OnFinal(event);
+  if (observer != nullptr) observer->OnRequestDone(pending.request, event);
+}
+
+Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
+                   const SequenceContext& context, absl::Time admit_time)
+    : pending_(std::move(pending)),
+      kv_(std::move(kv)),
+      context_(context),
+      decoder_(MakeDecoderConfig(pending_.request, context), pending_.prompt_ids,
+               pending_.request.max_new_tokens),
+      policy_(MakeCachePolicy(pending_.request.cache)) {
+  stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
+  stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
+}
+
+SequenceStep Sequence::PlanStep() {
+  const auto start = std::chrono::steady_clock::now();
+  PlanInput input;
+  input.step = decoder_.step();
+  input.candidates = decoder_.candidates();
+  input.block_start = decoder_.at_block_start();
+  input.block_begin = decoder_.block_begin();
+  input.block_end = decoder_.block_end();
+  plan_ = policy_->Plan(input);
+  plan_seconds_ = SecondsSince(start);
+  stats_.decision_seconds += plan_seconds_;
+
+  predict_ = decoder_.candidates();
+  SequenceStep step;
+  step.kv = kv_ ? kv_->slab() : nullptr;
+  step.tokens = decoder_.canvas();
+  step.query_positions = PlanQueryRows(plan_, predict_, canvas_length(), context_.shift_logits);
+  step.predict_positions = predict_;
+  planned_rows_ = static_cast<int64_t>(step.query_positions.size());
+  const DecodingParams& d = pending_.request.decoding;
+  step.sampling.temperature = d.temperature;
+  step.sampling.top_k = d.top_k;
+  step.sampling.top_p = d.top_p;
+  step.sampling.seed = d.seed;
+  step.step = decoder_.step();
+  return step;
+}
+
+void Sequence::EmitText(CommitEvent* event) {
+  const std::span<const int32_t> canvas = decoder_.canvas();
+  const int prompt = decoder_.prompt_length();
+  std::string bytes;
+  for (; emitted_prefix_ < decoder_.decided_prefix(); ++emitted_prefix_) {
+    const int32_t token = canvas[prompt + emitted_prefix_];
+    if (context_.tokenizer == nullptr || context_.tokenizer->IsSpecial(token)) continue;
+    bytes += context_.tokenizer->TokenBytes(token);
+  }
+  std::string delta = utf8_.Append(bytes);
+  if (decoder_.finished()) delta += utf8_.Finish();
+  text_ += delta;
+  event->text_delta = std::move(delta);
+}
+
+absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info) {
+  const int step = decoder_.step();
+  absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);
+  if (!committed.ok()) return committed.status();
+
+  const auto start = std::chrono::steady_clock::now();
+  policy_->Observe(step, *committed);
+  const double decision = SecondsSince(start);
+  stats_.decision_seconds += decision;
+
+  ++stats_.steps;
+  (plan_.full ? stats_.full_steps : stats_.partial_steps) += 1;
+  const int64_t rows_computed = planned_rows_;
+  stats_.rows_computed += rows_computed;
+  if (info != nullptr) {
+    ++info->sequences;
+    (plan_.full ? info->full_sequences : info->partial_sequences) += 1;
+    info->rows += rows_computed;
+    info->decision_seconds += plan_seconds_ + decision;
+  }
+
+  CommitEvent event;
+  event.step = step;
+  for (const CommittedToken& c : *committed) {
+    event.positions.push_back(c.position - decoder_.prompt_length());
+    event.tokens.push_back(c.token);
+    entropy_sum_ += c.entropy_nats;
+    ++entropy_count_;
+    stats_.max_committed_entropy =
+        entropy_count_ == 1 ? c.entropy_nats
+                            : std::max(stats_.max_committed_entropy, double(c.entropy_nats));
+    if (info != nullptr) info->committed_entropies.push_back(c.entropy_nats);
+  }
+  if (!committed->empty()) {
+    if (stats_.first_commit_seconds == 0) {
+      stats_.first_commit_seconds = absl::ToDoubleSeconds(absl::Now() - pending_.submit_time);
+    }
+    EmitText(&event);
+    pending_.sink->OnCommit(event);
+  }
+  const int every = pending_.request.snapshot_every_steps;
+  if (every > 0 && stats_.steps % every == 0 && !decoder_.finished()) {
+    SnapshotEvent snapshot;
+    snapshot.step = step;
+    const std::span<const int32_t> canvas = decoder_.canvas();
+    Utf8Stream stream;
+    for (int i = 0; i < decoder_.gen_length(); ++i) {
+      const int32_t pos = decoder_.prompt_length() + i;
+      if (!decoder_.decided(pos)) {
+        snapshot.canvas_text += stream.Append({});
+        snapshot.canvas_text += stream.Finish();
+        snapshot.canvas_text += "\xE2\x96\x92";  // ▒
+        continue;
+      }
+      const int32_t token = canvas[pos];
+      if (decoder_.IsEndToken(token) && i >= decoder_.decided_prefix()) break;
+      if (context_.tokenizer == nullptr || context_.tokenizer->IsSpecial(token)) continue;
+      snapshot.canvas_text += stream.Append(context_.tokenizer->TokenBytes(token));
+    }
+    snapshot.canvas_text += stream.Finish();
+    pending_.sink->OnSnapshot(snapshot);
+  }
+  return absl::OkStatus();
+}
+
+void Sequence::Finish(absl::Status status, FinishReason reason, EngineObserver* observer) {
+  if (done_) return;
+  done_ = true;
+  kv_.reset();  // free the KV memory before anything else
+  FinalEvent event;
+  event.status = std::move(status);
+  event.reason = reason;
+  if (reason == FinishReason::kLength || reason == FinishReason::kEos) {
+    event.reason = decoder_.end_token_reached() ? FinishReason::kEos : FinishReason::kLength;
+  }
+  event.token_ids = decoder_.DecidedAnswer();
+  event.text = text_;
+  if (!decoder_.finished()) event.text += utf8_.Finish();
+  stats_.generated_tokens = static_cast<int>(event.token_ids.size());
+  stats_.mean_committed_entropy = entropy_count_ ? entropy_sum_ / entropy_count_ : 0.0;
+  stats_.total_seconds = absl::ToDoubleSeconds(absl::Now() - pending_.submit_time);
+  event.stats = stats_;
+  pending_.sink->OnFinal(event);
+  if (observer != nullptr) observer->OnRequestDone(pending_.request, event);
+}
+
+}  // namespace dllm

@@ -1,0 +1,97 @@
+// Sequence: one admitted request inside the worker: decoder, cache policy, KV handle, event
+// emission and statistics.
+//
+// Per step the worker calls PlanStep() (the cache policy's full/partial decision and the
+// query/predict rows), runs the batch, then ApplyStep() (commit, policy observation, events).
+// Finish() sends the one final event and releases the KV memory.
+//
+// Thread-safety: none; owned by the worker thread.
+#ifndef DLLM_ENGINE_SCHEDULER_SEQUENCE_H_
+#define DLLM_ENGINE_SCHEDULER_SEQUENCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/decoding/cache_policy.h"
+#include "engine/decoding/decoder.h"
+#include "engine/decoding/utf8_stream.h"
+#include "engine/engine.h"
+#include "engine/model/step_batch.h"
+#include "engine/model/tokenizer.h"
+#include "engine/scheduler/step_executor.h"
+
+namespace dllm {
+
+// A validated, tokenized request waiting for admission.
+struct PendingRequest {
+  RequestId id = 0;
+  GenerationRequest request;
+  std::vector<int32_t> prompt_ids;
+  std::shared_ptr<EventSink> sink;
+  absl::Time submit_time;
+};
+
+// Model facts the sequences share.
+struct SequenceContext {
+  const Tokenizer* tokenizer = nullptr;  // for text deltas; not owned
+  int32_t mask_token_id = -1;
+  std::vector<int32_t> end_token_ids;
+  bool shift_logits = false;  // Dream: row p-1 predicts p
+};
+
+// Ends a request that never got admitted (cancelled or expired while queued, shutdown).
+void FinishPending(const PendingRequest& pending, absl::Status status, FinishReason reason,
+                   EngineObserver* observer);
+
+class Sequence {
+ public:
+  Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv, const SequenceContext& context,
+           absl::Time admit_time);
+
+  RequestId id() const { return pending_.id; }
+  const GenerationRequest& request() const { return pending_.request; }
+  bool done() const { return done_; }
+  bool finished_decoding() const { return decoder_.finished(); }
+  int canvas_length() const { return static_cast<int>(decoder_.canvas().size()); }
+
+  // Plans the coming step. The returned step's spans point into this sequence and stay
+  // valid until ApplyStep.
+  SequenceStep PlanStep();
+  bool planned_full() const { return plan_.full; }
+  KvHandle* kv() { return kv_.get(); }
+
+  // Commits the step's predictions, informs the policy, emits the commit (and snapshot)
+  // events, and adds to `info`. On error the sequence should be finished with it.
+  absl::Status ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info);
+
+  // Sends the final event (once), frees the KV memory and reports to the observer.
+  void Finish(absl::Status status, FinishReason reason, EngineObserver* observer);
+
+ private:
+  void EmitText(CommitEvent* event);
+
+  PendingRequest pending_;
+  std::unique_ptr<KvHandle> kv_;
+  const SequenceContext& context_;
+  Decoder decoder_;
+  std::unique_ptr<CachePolicy> policy_;
+  StepPlan plan_;
+  std::vector<int32_t> predict_;
+  int64_t planned_rows_ = 0;
+  double plan_seconds_ = 0;
+  Utf8Stream utf8_;
+  std::string text_;
+  int emitted_prefix_ = 0;  // answer positions already turned into text
+  SequenceStats stats_;
+  double entropy_sum_ = 0;
+  int64_t entropy_count_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SCHEDULER_SEQUENCE_H_

@@ -1,0 +1,214 @@
+#include "engine/scheduler/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dllm {
+
+Worker::Worker(WorkerOptions options, StepExecutor* executor)
+    : options_(std::move(options)), executor_(executor) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Worker::~Worker() {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    stopping_ = true;
+    if (!cancel_all_) {
+      cancel_all_ = true;
+      cancel_all_message_ = "engine shut down";
+    }
+  }
+  thread_.join();
+}
+
+absl::Status Worker::Enqueue(PendingRequest request) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("engine is draining or shut down");
+  if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request queue is full (capacity ", options_.queue_capacity, ")"));
+  }
+  queue_.push_back(std::move(request));
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+void Worker::Cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  cancel_requests_.insert(id);
+}
+
+int Worker::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+void Worker::Drain(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&idle), timeout)) {
+    if (!cancel_all_) {
+      cancel_all_ = true;
+      cancel_all_message_ = "cancelled by engine drain (timeout)";
+    }
+    mu_.Await(absl::Condition(&idle));
+  }
+}
+
+void Worker::Loop() {
+  EngineObserver* observer = options_.observer;
+  while (true) {
+    std::vector<std::pair<PendingRequest, absl::Status>> rejected;
+    std::vector<std::pair<PendingRequest, std::unique_ptr<KvHandle>>> admitted;
+    absl::flat_hash_set<RequestId> cancels;
+    bool cancel_all = false;
+    std::string cancel_all_message;
+    {
+      absl::MutexLock lock(&mu_);
+      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !active_.empty() || !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&has_work));
+      if (stopping_ && queue_.empty() && active_.empty()) break;
+      cancels.swap(cancel_requests_);
+      cancel_all = cancel_all_;
+      cancel_all_message = cancel_all_message_;
+      const absl::Time now = absl::Now();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (cancel_all || cancels.contains(it->id)) {
+          rejected.emplace_back(
+              std::move(*it),
+              absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"));
+          it = queue_.erase(it);
+        } else if (now >= it->request.deadline) {
+          rejected.emplace_back(std::move(*it),
+                                absl::DeadlineExceededError("deadline passed while queued"));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (!queue_.empty() &&
+             static_cast<int>(active_.size() + admitted.size()) < options_.max_batch_sequences) {
+        PendingRequest& head = queue_.front();
+        const int positions =
+            static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
+        if (!executor_->KvFits(positions)) {
+          // FIFO: wait for memory unless nothing runs, in which case it can never fit.
+          if (active_.empty() && admitted.empty()) {
+            rejected.emplace_back(std::move(head), absl::ResourceExhaustedError(absl::StrCat(
+                                                       "KV memory for ", positions,
+                                                       " positions does not fit the budget")));
+            queue_.pop_front();
+            continue;
+          }
+          break;
+        }
+        absl::StatusOr<std::unique_ptr<KvHandle>> kv = executor_->AllocateKv(positions);
+        if (!kv.ok()) {
+          if (active_.empty() && admitted.empty()) {
+            rejected.emplace_back(std::move(head), kv.status());
+            queue_.pop_front();
+            continue;
+          }
+          break;
+        }
+        admitted.emplace_back(std::move(head), std::move(*kv));
+        queue_.pop_front();
+      }
+    }
+
+    for (auto& [pending, status] : rejected) {
+      const FinishReason reason = absl::IsCancelled(status)          ? FinishReason::kCancelled
+                                  : absl::IsDeadlineExceeded(status) ? FinishReason::kDeadline
+                                                                     : FinishReason::kError;
+      FinishPending(pending, status, reason, observer);
+    }
+    const absl::Time now = absl::Now();
+    for (auto& [pending, kv] : admitted) {
+      active_.push_back(
+          std::make_unique<Sequence>(std::move(pending), std::move(kv), options_.context, now));
+    }
+    for (auto& seq : active_) {
+      if (cancel_all || cancels.contains(seq->id())) {
+        seq->Finish(
+            absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"),
+            FinishReason::kCancelled, observer);
+      } else if (now >= seq->request().deadline) {
+        seq->Finish(absl::DeadlineExceededError("deadline exceeded"), FinishReason::kDeadline,
+                    observer);
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_ -= static_cast<int>(rejected.size());
+    }
+    RetireDone();
+    if (!active_.empty()) {
+      RunStep();
+      RetireDone();
+    }
+  }
+}
+
+void Worker::RunStep() {
+  const auto start = std::chrono::steady_clock::now();
+  EngineObserver::StepInfo info;
+  StepBatch batch;
+  std::vector<KvHandle*> handles;
+  batch.sequences.reserve(active_.size());
+  handles.reserve(active_.size());
+  for (auto& seq : active_) {
+    batch.sequences.push_back(seq->PlanStep());
+    handles.push_back(seq->kv());
+  }
+  StepResult result;
+  absl::Status status = executor_->Run(batch, handles, &result);
+  if (status.ok() && result.size() != active_.size()) {
+    status = absl::InternalError(absl::StrCat("forward returned ", result.size(), " results for ",
+                                              active_.size(), " sequences"));
+  }
+  EngineObserver* observer = options_.observer;
+  if (!status.ok()) {
+    for (auto& seq : active_) seq->Finish(status, FinishReason::kError, observer);
+  } else {
+    for (size_t i = 0; i < active_.size(); ++i) {
+      Sequence& seq = *active_[i];
+      absl::Status applied = seq.ApplyStep(result[i], &info);
+      if (!applied.ok()) {
+        seq.Finish(applied, FinishReason::kError, observer);
+      } else if (seq.finished_decoding()) {
+        seq.Finish(absl::OkStatus(), FinishReason::kLength, observer);
+      }
+    }
+  }
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (observer != nullptr) observer->OnStep(info);
+}
+
+void Worker::RetireDone() {
+  const size_t before = active_.size();
+  active_.erase(std::remove_if(active_.begin(), active_.end(),
+                               [](const std::unique_ptr<Sequence>& s) { return s->done(); }),
+                active_.end());
+  const int retired = static_cast<int>(before - active_.size());
+  int waiting = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_ -= retired;
+    running_ = static_cast<int>(active_.size());
+    waiting = static_cast<int>(queue_.size());
+  }
+  if (options_.observer != nullptr) {
+    options_.observer->OnQueue(waiting, static_cast<int>(active_.size()),
+                               executor_->KvUsageRatio());
+  }
+}
+
+}  // namespace dllm

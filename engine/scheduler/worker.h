@@ -1,0 +1,83 @@
+// Worker: the engine's one thread that owns the model. Continuous batching:
+//
+//   loop: take cancellations → finish cancelled/expired queued requests → admit from the
+//         FIFO queue while batch slots remain and the head's KV slab fits the budget →
+//         finish cancelled/expired active sequences (their KV is freed right there) →
+//         plan every active sequence (full or partial) → ONE ragged forward → commit, emit
+//         events → retire finished sequences.
+//
+// Every accepted request gets exactly one final event. Cancellation and deadlines take
+// effect before the next step. A sequence's tokens depend only on its own request and seed.
+//
+// Thread-safety: Enqueue, Cancel and Drain are thread-safe; sinks and the observer are
+// called on the worker thread only, never with the queue lock held.
+#ifndef DLLM_ENGINE_SCHEDULER_WORKER_H_
+#define DLLM_ENGINE_SCHEDULER_WORKER_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/scheduler/sequence.h"
+#include "engine/scheduler/step_executor.h"
+
+namespace dllm {
+
+struct WorkerOptions {
+  int max_batch_sequences = 8;
+  int queue_capacity = 64;
+  SequenceContext context;
+  EngineObserver* observer = nullptr;  // not owned; may be null
+};
+
+class Worker {
+ public:
+  // Starts the worker thread. `executor` is not owned and must outlive the worker.
+  Worker(WorkerOptions options, StepExecutor* executor);
+  // Cancels everything left (final status CANCELLED) and joins the thread.
+  ~Worker();
+
+  // RESOURCE_EXHAUSTED when the queue is at capacity, UNAVAILABLE when draining.
+  absl::Status Enqueue(PendingRequest request);
+  void Cancel(RequestId id);
+  // Stops admitting, waits up to `timeout` for in-flight work, then cancels the rest; returns
+  // once every accepted request got its final event.
+  void Drain(absl::Duration timeout);
+
+  // Accepted requests without a final event yet (queued + running).
+  int in_flight() const;
+
+ private:
+  void Loop();
+  void RunStep();
+  void RetireDone();
+
+  const WorkerOptions options_;
+  StepExecutor* const executor_;
+
+  mutable absl::Mutex mu_;
+  std::deque<PendingRequest> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<RequestId> cancel_requests_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancel_all_ ABSL_GUARDED_BY(mu_) = false;
+  std::string cancel_all_message_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Worker thread only.
+  std::vector<std::unique_ptr<Sequence>> active_;
+
+  std::thread thread_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SCHEDULER_WORKER_H_

@@ -1,0 +1,142 @@
+#include "engine/decoding/cache_policy.h"
+
+#include <catch2/catch.hpp>
+#include <limits>
+
+namespace dllm {
+namespace {
+
+std::vector<CommittedToken> Commits(std::vector<std::pair<int32_t, float>> pos_entropy) {
+  std::vector<CommittedToken> out;
+  for (auto [p, e] : pos_entropy) out.push_back(CommittedToken{p, 7, e});
+  return out;
+}
+
+PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_start = false,
+                int32_t lo = 0, int32_t hi = 0) {
+  PlanInput in;
+  in.step = step;
+  in.candidates = candidates;
+  in.block_start = block_start;
+  in.block_begin = lo;
+  in.block_end = hi;
+  return in;
+}
+
+CacheParams Entropy(float tau, int k) {
+  CacheParams c;
+  c.policy = CachePolicyKind::kEntropy;
+  c.entropy_threshold = tau;
+  c.recent_k = k;
+  return c;
+}
+
+TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][cache_policy]") {
+  auto policy = MakeCachePolicy(Entropy(0.5f, 2));
+  const std::vector<int32_t> cand = {20, 21, 22};
+  // step 0 is always full
+  CHECK(policy->Plan(Input(0, cand)).full);
+  // max entropy 0.4 <= tau -> partial
+  policy->Observe(0, Commits({{10, 0.1f}, {11, 0.4f}}));
+  StepPlan p1 = policy->Plan(Input(1, cand));
+  CHECK_FALSE(p1.full);
+  CHECK(p1.query_positions == std::vector<int32_t>{10, 11, 20, 21, 22});
+  // one token above tau -> full (max, not mean)
+  policy->Observe(1, Commits({{12, 0.05f}, {13, 0.6f}, {14, 0.0f}}));
+  CHECK(policy->Plan(Input(2, cand)).full);
+  // exactly tau is not above -> partial
+  policy->Observe(2, Commits({{15, 0.5f}}));
+  CHECK_FALSE(policy->Plan(Input(3, cand)).full);
+  // no commit: no signal, keep the decision
+  policy->Observe(3, {});
+  CHECK_FALSE(policy->Plan(Input(4, cand)).full);
+}
+
+TEST_CASE("Entropy tau = -inf is always full, +inf never after the first",
+          "[decoding][cache_policy]") {
+  auto always = MakeCachePolicy(Entropy(-std::numeric_limits<float>::infinity(), 4));
+  auto never = MakeCachePolicy(Entropy(std::numeric_limits<float>::infinity(), 4));
+  const std::vector<int32_t> cand = {5};
+  CHECK(always->Plan(Input(0, cand)).full);
+  CHECK(never->Plan(Input(0, cand)).full);
+  for (int step = 0; step < 5; ++step) {
+    always->Observe(step, Commits({{step, 0.0f}}));
+    never->Observe(step, Commits({{step, 11.0f}}));
+    CHECK(always->Plan(Input(step + 1, cand)).full);
+    CHECK_FALSE(never->Plan(Input(step + 1, cand)).full);
+  }
+}
+
+TEST_CASE("Recent-k ranks by commit step, ties by position, newest step whole",
+          "[decoding][cache_policy]") {
+  CommitHistory h;
+  // Figure example: positions decoded at steps t-2, t-3, t-1, t (positions 1, 2, 3, 4).
+  h.Record(0, Commits({{2, 0}}));
+  h.Record(1, Commits({{1, 0}}));
+  h.Record(2, Commits({{3, 0}}));
+  h.Record(3, Commits({{4, 0}}));
+  CHECK(h.Recent(3) == std::vector<int32_t>{1, 3, 4});  // drops the one from t-3
+  CHECK(h.Recent(10) == std::vector<int32_t>{1, 2, 3, 4});
+
+  CommitHistory par;
+  par.Record(0, Commits({{30, 0}, {10, 0}, {20, 0}}));  // parallel commits, any order
+  par.Record(1, Commits({{50, 0}, {40, 0}}));
+  CHECK(par.Recent(3) == std::vector<int32_t>{10, 40, 50});  // step 0's lowest position
+  CHECK(par.Recent(4) == std::vector<int32_t>{10, 20, 40, 50});
+  // k smaller than the newest step: the newest step stays whole
+  CHECK(par.Recent(1) == std::vector<int32_t>{40, 50});
+  CHECK(par.Recent(0) == std::vector<int32_t>{40, 50});
+  CommitHistory empty;
+  CHECK(empty.Recent(5).empty());
+}
+
+TEST_CASE("Dual refreshes at block starts and recomputes the block", "[decoding][cache_policy]") {
+  CacheParams c;
+  c.policy = CachePolicyKind::kDual;
+  auto policy = MakeCachePolicy(c);
+  const std::vector<int32_t> cand = {12, 13};
+  CHECK(policy->Plan(Input(0, cand, true, 10, 14)).full);
+  StepPlan p = policy->Plan(Input(1, cand, false, 10, 14));
+  CHECK_FALSE(p.full);
+  CHECK(p.query_positions == std::vector<int32_t>{10, 11, 12, 13});
+  CHECK(policy->Plan(Input(2, {14}, true, 14, 18)).full);
+}
+
+TEST_CASE("Interval refreshes every n steps with entropy's partial step between",
+          "[decoding][cache_policy]") {
+  CacheParams c;
+  c.policy = CachePolicyKind::kInterval;
+  c.refresh_interval = 3;
+  c.recent_k = 1;
+  auto policy = MakeCachePolicy(c);
+  const std::vector<int32_t> cand = {8, 9};
+  std::vector<bool> full;
+  for (int step = 0; step < 7; ++step) {
+    StepPlan plan = policy->Plan(Input(step, cand));
+    full.push_back(plan.full);
+    if (!plan.full) CHECK(plan.query_positions == std::vector<int32_t>{step - 1, 8, 9});
+    policy->Observe(step, Commits({{step, 9.0f}}));  // high entropy is ignored
+  }
+  CHECK(full == std::vector<bool>{true, false, false, true, false, false, true});
+}
+
+TEST_CASE("None is always full", "[decoding][cache_policy]") {
+  auto policy = MakeCachePolicy(CacheParams{});
+  for (int step = 0; step < 3; ++step) {
+    CHECK(policy->Plan(Input(step, {1})).full);
+    policy->Observe(step, Commits({{1, 0.0f}}));
+  }
+}
+
+TEST_CASE("PlanQueryRows adds row p-1 for shifted logits", "[decoding][cache_policy]") {
+  StepPlan partial{false, {3, 7, 8}};
+  CHECK(PlanQueryRows(partial, std::vector<int32_t>{7, 8}, 10, false) ==
+        std::vector<int32_t>{3, 7, 8});
+  CHECK(PlanQueryRows(partial, std::vector<int32_t>{7, 8}, 10, true) ==
+        std::vector<int32_t>{3, 6, 7, 8});
+  StepPlan full{true, {}};
+  CHECK(PlanQueryRows(full, std::vector<int32_t>{7}, 4, true) == std::vector<int32_t>{0, 1, 2, 3});
+}
+
+}  // namespace
+}  // namespace dllm

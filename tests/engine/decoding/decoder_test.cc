@@ -1,0 +1,220 @@
+#include "engine/decoding/decoder.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <numeric>
+
+#include "engine/decoding/schedules.h"
+
+namespace dllm {
+namespace {
+
+constexpr int32_t kMask = 99;
+constexpr int32_t kEos = 2;
+
+struct Row {
+  int32_t token;
+  float prob;
+  float entropy = 0.5f;
+  float margin = 0.1f;
+};
+using Script = std::function<Row(int32_t position, int step)>;
+
+std::vector<RowStats> RowsFor(const Decoder& d, const Script& script) {
+  std::vector<RowStats> rows;
+  for (int32_t p : d.candidates()) {
+    const Row r = script(p, d.step());
+    RowStats s;
+    s.position = p;
+    s.argmax_token = s.token = r.token;
+    s.argmax_prob = s.token_prob = r.prob;
+    s.entropy_nats = r.entropy;
+    s.margin = r.margin;
+    rows.push_back(s);
+  }
+  return rows;
+}
+
+// Runs to completion; returns positions committed per step.
+std::vector<std::vector<int32_t>> Run(Decoder& d, const Script& script, int max_steps = 10000) {
+  std::vector<std::vector<int32_t>> out;
+  while (!d.finished() && max_steps-- > 0) {
+    auto committed = d.Commit(RowsFor(d, script));
+    REQUIRE(committed.ok());
+    std::vector<int32_t> positions;
+    for (const auto& c : *committed) positions.push_back(c.position);
+    out.push_back(positions);
+  }
+  REQUIRE(d.finished());
+  return out;
+}
+
+DecoderConfig Config(DecodingParams p) {
+  DecoderConfig c;
+  c.mask_token_id = kMask;
+  c.end_token_ids = {kEos};
+  c.params = p;
+  return c;
+}
+
+const std::vector<int32_t> kPrompt = {5, 6, 7};
+
+TEST_CASE("Block schedule: quota per step, blocks left to right, lowest confidence last",
+          "[decoding][decoder]") {
+  DecodingParams p;
+  p.schedule = Schedule::kBlock;
+  p.block_length = 4;
+  p.steps = 6;  // 2 blocks of 4 masks, 3 steps per block -> quota 2,1,1
+  Decoder d(Config(p), kPrompt, 8);
+  CHECK(d.candidates() == std::vector<int32_t>{3, 4, 5, 6});
+  CHECK(d.at_block_start());
+  // Confidence decreases with position except position 5 which is the most confident.
+  Script script = [](int32_t pos, int) { return Row{10, pos == 5 ? 0.99f : 1.0f - 0.05f * pos}; };
+  const auto steps = Run(d, script);
+  REQUIRE(steps.size() == 6);
+  CHECK(steps[0] == std::vector<int32_t>{3, 5});
+  CHECK(steps[1] == std::vector<int32_t>{4});
+  CHECK(steps[2] == std::vector<int32_t>{6});
+  CHECK(steps[3] == std::vector<int32_t>{7, 8});
+  CHECK(steps[4] == std::vector<int32_t>{9});
+  CHECK(steps[5] == std::vector<int32_t>{10});
+}
+
+TEST_CASE("Block schedule skips the trailing quota-0 steps of a block", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 2;
+  p.steps = 6;  // 3 steps per block of 2 -> quota 1,1,0; the 0 step would change nothing
+  Decoder d(Config(p), kPrompt, 4);
+  const auto steps = Run(d, [](int32_t, int) { return Row{10, 0.5f}; });
+  REQUIRE(steps.size() == 4);
+  CHECK(steps[2] == std::vector<int32_t>{5});
+}
+
+TEST_CASE("Ties go to the lowest position", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 6;
+  p.steps = 3;
+  Decoder d(Config(p), kPrompt, 6);
+  const auto steps = Run(d, [](int32_t, int) { return Row{10, 1.0f}; });
+  CHECK(steps[0] == std::vector<int32_t>{3, 4});
+  CHECK(steps[1] == std::vector<int32_t>{5, 6});
+  CHECK(steps[2] == std::vector<int32_t>{7, 8});
+}
+
+TEST_CASE("Threshold decoding commits all confident candidates, at least the best",
+          "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 4;
+  p.confidence_threshold = 0.9f;
+  Decoder d(Config(p), kPrompt, 8);
+  Script script = [](int32_t pos, int step) {
+    if (step == 0) return Row{10, pos == 4 || pos == 6 ? 0.95f : 0.3f};
+    return Row{10, pos == 5 ? 0.5f : 0.4f};
+  };
+  auto c0 = d.Commit(RowsFor(d, script));
+  REQUIRE(c0.ok());
+  REQUIRE(c0->size() == 2);
+  CHECK((*c0)[0].position == 4);
+  CHECK((*c0)[1].position == 6);
+  CHECK(d.candidates() == std::vector<int32_t>{3, 5});
+  auto c1 = d.Commit(RowsFor(d, script));
+  REQUIRE(c1->size() == 1);
+  CHECK((*c1)[0].position == 5);  // nobody passes: only the best
+}
+
+TEST_CASE("Window schedule: the W leftmost masks, threshold inside", "[decoding][decoder]") {
+  DecodingParams p;
+  p.schedule = Schedule::kWindow;
+  p.window = 3;
+  p.confidence_threshold = 0.9f;
+  Decoder d(Config(p), kPrompt, 8);
+  CHECK(d.candidates() == std::vector<int32_t>{3, 4, 5});
+  // Position 4 is confident; nothing outside the window is ever committed.
+  auto c0 = d.Commit(RowsFor(d, [](int32_t pos, int) { return Row{10, pos == 4 ? 0.95f : 0.1f}; }));
+  REQUIRE(c0->size() == 1);
+  CHECK((*c0)[0].position == 4);
+  CHECK(d.candidates() == std::vector<int32_t>{3, 5, 6});
+  CHECK(d.block_begin() == 3);
+  CHECK(d.block_end() == 7);
+}
+
+TEST_CASE("Timestep schedule commits Dream's count", "[decoding][decoder]") {
+  DecodingParams p;
+  p.schedule = Schedule::kTimestep;
+  p.remasking = Remasking::kEntropy;
+  p.steps = 5;
+  p.eps = 1e-3f;
+  const int gen = 17;
+  Decoder d(Config(p), kPrompt, gen);
+  const std::vector<float> ts = DreamTimesteps(5, 1e-3f);
+  int masks = gen;
+  // Higher entropy ranks lower: entropy grows with position, so positions commit in order.
+  Script script = [](int32_t pos, int) { return Row{10, 0.5f, 0.01f * pos}; };
+  int32_t next = 3;
+  for (int i = 0; i < 5; ++i) {
+    const int want = DreamTransferCount(ts, i, masks);
+    auto c = d.Commit(RowsFor(d, script));
+    REQUIRE(c.ok());
+    REQUIRE(static_cast<int>(c->size()) == want);
+    for (const auto& t : *c) CHECK(t.position == next++);
+    masks -= want;
+  }
+  CHECK(d.finished());
+}
+
+TEST_CASE("Finishes early once an end token has a decided prefix", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 8;
+  p.steps = 8;
+  Decoder d(Config(p), kPrompt, 8);
+  // Step 0 commits position 5 = EOS (most confident), then 3, then 4.
+  Script script = [](int32_t pos, int) {
+    if (pos == 5) return Row{kEos, 0.99f};
+    return Row{10 + pos, 0.9f - 0.01f * pos};
+  };
+  const auto steps = Run(d, script);
+  CHECK(steps.size() == 3);
+  CHECK(d.end_token_reached());
+  CHECK(d.DecidedAnswer() == std::vector<int32_t>{13, 14});
+}
+
+TEST_CASE("Commit rejects rows that do not match the candidates", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 4;
+  Decoder d(Config(p), kPrompt, 4);
+  std::vector<RowStats> rows = RowsFor(d, [](int32_t, int) { return Row{10, 0.5f}; });
+  rows.pop_back();
+  CHECK(absl::IsInvalidArgument(d.Commit(rows).status()));
+  rows = RowsFor(d, [](int32_t, int) { return Row{10, 0.5f}; });
+  rows[0].position = 0;
+  CHECK(absl::IsInvalidArgument(d.Commit(rows).status()));
+}
+
+TEST_CASE("A proposed mask token is committed as decided", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 2;
+  Decoder d(Config(p), kPrompt, 2);
+  const auto steps = Run(d, [](int32_t, int) { return Row{kMask, 0.5f}; });
+  CHECK(steps.size() == 2);
+}
+
+TEST_CASE("Random remasking and origin are deterministic per seed", "[decoding][decoder]") {
+  for (Remasking r : {Remasking::kRandom, Remasking::kOrigin}) {
+    DecodingParams p;
+    p.schedule = r == Remasking::kOrigin ? Schedule::kTimestep : Schedule::kBlock;
+    p.remasking = r;
+    p.block_length = 16;
+    p.steps = 8;
+    p.seed = 42;
+    Decoder a(Config(p), kPrompt, 16), b(Config(p), kPrompt, 16);
+    Script script = [](int32_t pos, int) { return Row{10 + pos, 0.5f}; };
+    CHECK(Run(a, script) == Run(b, script));
+    p.seed = 43;
+    Decoder c(Config(p), kPrompt, 16);
+    Decoder a2(Config(p), kPrompt, 16);
+    CHECK(Run(c, script) == Run(a2, script));
+  }
+}
+
+}  // namespace
+}  // namespace dllm

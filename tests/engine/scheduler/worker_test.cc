@@ -1,0 +1,457 @@
+// The engine worker against the scripted fake model (fake_model.h): cache-policy fidelity,
+// batch invariance, cancellation, deadlines, queue bounds, admission and events.
+#include "engine/scheduler/worker.h"
+
+#include <catch2/catch.hpp>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "engine/engine_impl.h"
+#include "tests/engine/scheduler/collect_sink.h"
+#include "tests/engine/scheduler/fake_model.h"
+
+namespace dllm {
+namespace {
+
+using testing::CollectSink;
+using testing::FakeConfig;
+using testing::FakeExecutor;
+using testing::FakeTokenizer;
+
+struct Mode {
+  std::string name;
+  DecodingParams decoding;
+  bool dream = false;
+};
+
+std::vector<Mode> AllModes() {
+  std::vector<Mode> modes;
+  auto block = [](int block_length, int steps, float threshold) {
+    DecodingParams d;
+    d.schedule = Schedule::kBlock;
+    d.block_length = block_length;
+    d.steps = steps;
+    d.confidence_threshold = threshold;
+    return d;
+  };
+  modes.push_back({"block vanilla", block(8, 0, 0), false});
+  modes.push_back({"block 2/step", block(8, 16, 0), false});
+  modes.push_back({"block threshold", block(8, 0, 0.6f), false});
+  DecodingParams random = block(16, 0, 0);
+  random.remasking = Remasking::kRandom;
+  random.seed = 7;
+  modes.push_back({"block random", random, false});
+  DecodingParams sampled = block(8, 0, 0);
+  sampled.temperature = 0.7f;
+  sampled.seed = 11;
+  modes.push_back({"block sampled", sampled, false});
+  DecodingParams window;
+  window.schedule = Schedule::kWindow;
+  window.window = 6;
+  window.confidence_threshold = 0.7f;
+  modes.push_back({"window threshold", window, false});
+  window.confidence_threshold = 0;
+  window.steps = 12;
+  modes.push_back({"window quota", window, true});
+  for (Remasking r :
+       {Remasking::kEntropy, Remasking::kMaskgitPlus, Remasking::kTopkMargin, Remasking::kOrigin}) {
+    DecodingParams d;
+    d.schedule = Schedule::kTimestep;
+    d.remasking = r;
+    d.steps = 20;
+    d.seed = 3;
+    modes.push_back({"timestep " + std::to_string(static_cast<int>(r)), d, true});
+  }
+  DecodingParams alg_temp;
+  alg_temp.schedule = Schedule::kTimestep;
+  alg_temp.remasking = Remasking::kEntropy;
+  alg_temp.alg_temp = 0.5f;
+  modes.push_back({"timestep alg_temp", alg_temp, true});
+  return modes;
+}
+
+struct Harness {
+  explicit Harness(bool dream = false, EngineOptions options = {},
+                   testing::FakeRowFn fn = testing::HashRow) {
+    auto executor = std::make_unique<FakeExecutor>(options.kv_budget_bytes, fn);
+    fake = executor.get();
+    auto created = CreateEngineForTesting(options, FakeConfig(dream), std::move(executor),
+                                          std::make_unique<FakeTokenizer>());
+    REQUIRE(created.ok());
+    engine = std::move(*created);
+  }
+  std::unique_ptr<Engine> engine;
+  FakeExecutor* fake;
+};
+
+GenerationRequest Request(const DecodingParams& d, CacheParams c = {}, int gen = 32,
+                          int prompt_len = 5) {
+  GenerationRequest r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(20 + i);
+  r.max_new_tokens = gen;
+  r.decoding = d;
+  r.cache = c;
+  return r;
+}
+
+FinalEvent RunOne(Engine& engine, GenerationRequest r) {
+  auto sink = std::make_shared<CollectSink>();
+  auto id = engine.Submit(std::move(r), sink);
+  REQUIRE(id.ok());
+  return sink->Wait();
+}
+
+CacheParams EntropyCache(float tau, int k = 4) {
+  CacheParams c;
+  c.policy = CachePolicyKind::kEntropy;
+  c.entropy_threshold = tau;
+  c.recent_k = k;
+  return c;
+}
+
+TEST_CASE("tau = -inf reproduces no-cache decoding in every mode", "[scheduler][fidelity]") {
+  int modes_that_differ_with_cache = 0;
+  for (const Mode& mode : AllModes()) {
+    INFO(mode.name);
+    Harness h(mode.dream);
+    const FinalEvent none = RunOne(*h.engine, Request(mode.decoding));
+    const FinalEvent always = RunOne(
+        *h.engine, Request(mode.decoding, EntropyCache(-std::numeric_limits<float>::infinity())));
+    REQUIRE(none.status.ok());
+    REQUIRE(always.status.ok());
+    CHECK(always.token_ids == none.token_ids);
+    CHECK(always.text == none.text);
+    CHECK(always.stats.steps == none.stats.steps);
+    CHECK(always.stats.partial_steps == 0);
+    CHECK(always.stats.full_steps == none.stats.full_steps);
+    // The fake is sensitive to stale rows: a never-refreshing cache changes outputs.
+    const FinalEvent never = RunOne(
+        *h.engine, Request(mode.decoding, EntropyCache(std::numeric_limits<float>::infinity())));
+    REQUIRE(never.status.ok());
+    CHECK(never.stats.partial_steps > 0);
+    if (never.token_ids != none.token_ids) ++modes_that_differ_with_cache;
+  }
+  CHECK(modes_that_differ_with_cache >= 8);
+}
+
+TEST_CASE("Batch invariance under every policy and mixed lengths", "[scheduler][batch]") {
+  std::vector<std::pair<GenerationRequest, bool>> requests;  // (request, dream-compatible)
+  const std::vector<CacheParams> policies = [] {
+    std::vector<CacheParams> p;
+    p.push_back(CacheParams{});
+    p.push_back(EntropyCache(0.8f, 3));
+    CacheParams dual;
+    dual.policy = CachePolicyKind::kDual;
+    p.push_back(dual);
+    CacheParams interval;
+    interval.policy = CachePolicyKind::kInterval;
+    interval.refresh_interval = 3;
+    p.push_back(interval);
+    return p;
+  }();
+  for (bool dream : {false, true}) {
+    std::vector<GenerationRequest> reqs;
+    int i = 0;
+    for (const Mode& mode : AllModes()) {
+      for (const CacheParams& c : policies) {
+        if (c.policy == CachePolicyKind::kDual && mode.decoding.schedule != Schedule::kBlock)
+          continue;
+        if (++i % 3 != 0) continue;  // a spread of combinations keeps the test fast
+        reqs.push_back(Request(mode.decoding, c, 16 + 16 * (i % 3), 3 + i % 5));
+      }
+    }
+    INFO("dream=" << dream << " requests=" << reqs.size());
+    std::vector<FinalEvent> alone;
+    {
+      EngineOptions options;
+      options.max_batch_sequences = 1;
+      Harness h(dream, options);
+      for (const auto& r : reqs) alone.push_back(RunOne(*h.engine, r));
+    }
+    EngineOptions options;
+    options.max_batch_sequences = 8;
+    Harness h(dream, options);
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (const auto& r : reqs) {
+      sinks.push_back(std::make_shared<CollectSink>());
+      REQUIRE(h.engine->Submit(r, sinks.back()).ok());
+    }
+    for (size_t k = 0; k < reqs.size(); ++k) {
+      const FinalEvent mixed = sinks[k]->Wait();
+      INFO("request " << k);
+      REQUIRE(mixed.status.ok());
+      CHECK(mixed.token_ids == alone[k].token_ids);
+      CHECK(mixed.stats.steps == alone[k].stats.steps);
+      CHECK(mixed.stats.full_steps == alone[k].stats.full_steps);
+      CHECK(mixed.stats.rows_computed == alone[k].stats.rows_computed);
+    }
+  }
+}
+
+TEST_CASE("Partial steps compute fewer rows and respect the policy", "[scheduler][policy]") {
+  DecodingParams d;
+  d.block_length = 8;
+  Harness h;
+  const FinalEvent none = RunOne(*h.engine, Request(d));
+  CacheParams dual;
+  dual.policy = CachePolicyKind::kDual;
+  const FinalEvent dual_run = RunOne(*h.engine, Request(d, dual));
+  CHECK(none.stats.rows_computed == int64_t{none.stats.steps} * (5 + 32));
+  CHECK(dual_run.stats.full_steps <= 4);  // one per block
+  CHECK(dual_run.stats.rows_computed < none.stats.rows_computed);
+  CHECK(dual_run.stats.steps == dual_run.stats.full_steps + dual_run.stats.partial_steps);
+  CHECK(dual_run.stats.decision_seconds >= 0);
+}
+
+TEST_CASE("Cancellation ends a running request within a step and frees KV", "[scheduler][cancel]") {
+  Harness h;
+  auto sink = std::make_shared<CollectSink>();
+  RequestId id = 0;
+  absl::Notification submitted;
+  Engine* engine = h.engine.get();
+  sink->on_commit = [&](const CommitEvent& e) {
+    if (e.step == 2) {
+      submitted.WaitForNotification();
+      engine->Cancel(id);
+    }
+  };
+  auto got = h.engine->Submit(Request(DecodingParams{}), sink);
+  REQUIRE(got.ok());
+  id = *got;
+  submitted.Notify();
+  const FinalEvent final = sink->Wait();
+  CHECK(absl::IsCancelled(final.status));
+  CHECK(final.reason == FinishReason::kCancelled);
+  CHECK(final.stats.steps == 3);  // cancelled before step 3 ran
+  CHECK(h.fake->KvUsedBytes() == 0);
+  CHECK(sink->finals() == 1);
+  h.engine->Cancel(id);  // unknown/finished ids are ignored
+  h.engine->Cancel(12345);
+}
+
+TEST_CASE("Deadlines end queued and running requests with DEADLINE_EXCEEDED",
+          "[scheduler][deadline]") {
+  Harness h;
+  GenerationRequest past = Request(DecodingParams{});
+  past.deadline = absl::Now() - absl::Seconds(1);
+  const FinalEvent expired = RunOne(*h.engine, past);
+  CHECK(absl::IsDeadlineExceeded(expired.status));
+  CHECK(expired.reason == FinishReason::kDeadline);
+
+  GenerationRequest running = Request(DecodingParams{});
+  running.deadline = absl::Now() + absl::Milliseconds(200);
+  auto sink = std::make_shared<CollectSink>();
+  // The first commit outlasts the deadline, so the sequence expires before its next step.
+  sink->on_commit = [deadline = running.deadline](const CommitEvent& e) {
+    if (e.step == 0) absl::SleepFor(deadline - absl::Now() + absl::Milliseconds(20));
+  };
+  REQUIRE(h.engine->Submit(running, sink).ok());
+  const FinalEvent final = sink->Wait();
+  CHECK(absl::IsDeadlineExceeded(final.status));
+  CHECK(final.stats.steps == 1);
+  CHECK(h.fake->KvUsedBytes() == 0);
+}
+
+TEST_CASE("A queue at its bound rejects with RESOURCE_EXHAUSTED", "[scheduler][queue]") {
+  EngineOptions options;
+  options.max_batch_sequences = 1;
+  options.queue_capacity = 2;
+  Harness h(false, options);
+  absl::Notification entered, release;
+  auto blocker = std::make_shared<CollectSink>();
+  blocker->on_commit = [&](const CommitEvent& e) {
+    if (e.step == 0) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  };
+  REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
+  entered.WaitForNotification();  // the worker is inside step 0: the queue is empty
+  std::vector<std::shared_ptr<CollectSink>> queued;
+  for (int i = 0; i < 2; ++i) {
+    queued.push_back(std::make_shared<CollectSink>());
+    REQUIRE(h.engine->Submit(Request(DecodingParams{}), queued.back()).ok());
+  }
+  auto rejected = h.engine->Submit(Request(DecodingParams{}), std::make_shared<CollectSink>());
+  CHECK(absl::IsResourceExhausted(rejected.status()));
+  CHECK(std::string(rejected.status().message()).find("capacity 2") != std::string::npos);
+  release.Notify();
+  CHECK(blocker->Wait().status.ok());
+  for (auto& s : queued) CHECK(s->Wait().status.ok());
+}
+
+TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
+  class MaxBatch : public EngineObserver {
+   public:
+    void OnStep(const StepInfo& info) override {
+      max_sequences = std::max(max_sequences, info.sequences);
+      ++steps;
+    }
+    void OnQueue(int, int running, double kv) override { max_kv = std::max(max_kv, kv); }
+    int max_sequences = 0;
+    int steps = 0;
+    double max_kv = 0;
+  } observer;
+  EngineOptions options;
+  options.max_batch_sequences = 8;
+  options.kv_budget_bytes = 2 * (5 + 32) * testing::kFakeBytesPerPosition;  // two sequences
+  options.observer = &observer;
+  {
+    Harness h(false, options);
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (int i = 0; i < 5; ++i) {
+      sinks.push_back(std::make_shared<CollectSink>());
+      REQUIRE(h.engine->Submit(Request(DecodingParams{}), sinks.back()).ok());
+    }
+    for (auto& s : sinks) CHECK(s->Wait().status.ok());
+    // Larger than the whole budget: rejected up front.
+    auto too_big =
+        h.engine->Submit(Request(DecodingParams{}, {}, 128), std::make_shared<CollectSink>());
+    CHECK(absl::IsResourceExhausted(too_big.status()));
+    h.engine->Drain(absl::Seconds(10));
+  }
+  CHECK(observer.max_sequences == 2);
+  CHECK(observer.max_kv <= 1.0);
+  CHECK(observer.steps > 0);
+}
+
+TEST_CASE("Drain finishes in-flight work, then refuses new requests", "[scheduler][drain]") {
+  Harness h;
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (int i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    REQUIRE(h.engine->Submit(Request(DecodingParams{}), sinks.back()).ok());
+  }
+  h.engine->Drain(absl::Seconds(30));
+  for (auto& s : sinks) {
+    CHECK(s->finals() == 1);
+    CHECK(s->Wait().status.ok());
+  }
+  auto late = h.engine->Submit(Request(DecodingParams{}), std::make_shared<CollectSink>());
+  CHECK(absl::IsUnavailable(late.status()));
+}
+
+TEST_CASE("Drain timeout cancels what remains", "[scheduler][drain]") {
+  Harness h;
+  absl::Notification entered, release;
+  auto blocker = std::make_shared<CollectSink>();
+  blocker->on_commit = [&](const CommitEvent& e) {
+    if (e.step == 0) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  };
+  REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
+  entered.WaitForNotification();
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    release.Notify();
+  });
+  h.engine->Drain(absl::ZeroDuration());
+  releaser.join();
+  const FinalEvent final = blocker->Wait();
+  CHECK(absl::IsCancelled(final.status));
+  CHECK(h.fake->KvUsedBytes() == 0);
+}
+
+TEST_CASE("Destroying the engine cancels queued and running requests", "[scheduler][drain]") {
+  auto sink = std::make_shared<CollectSink>();
+  {
+    Harness h;
+    REQUIRE(h.engine->Submit(Request(DecodingParams{}, {}, 256), sink).ok());
+  }
+  CHECK(sink->finals() == 1);
+}
+
+TEST_CASE("A forward failure ends the batch with an error", "[scheduler][error]") {
+  Harness h;
+  h.fake->fail_next_ = true;
+  const FinalEvent final = RunOne(*h.engine, Request(DecodingParams{}));
+  CHECK(absl::IsInternal(final.status));
+  CHECK(final.reason == FinishReason::kError);
+  CHECK(h.fake->KvUsedBytes() == 0);
+  CHECK(RunOne(*h.engine, Request(DecodingParams{})).status.ok());
+}
+
+TEST_CASE("Commit events: answer positions, UTF-8-safe append-only text", "[scheduler][events]") {
+  // Answer: "€" split over tokens 10, 11, then 'A'..'D', then EOS. Positions are committed
+  // right to left (confidence grows with position), so text appears only at the end.
+  const int prompt = 5;
+  auto fn = [](std::span<const uint64_t>, int32_t pos, const SequenceStep&) {
+    const int i = pos - prompt;
+    RowStats r;
+    r.token = r.argmax_token = i == 0 ? 10 : i == 1 ? 11 : i < 6 ? 12 + (i - 2) : testing::kFakeEos;
+    r.token_prob = r.argmax_prob = 0.1f + 0.01f * i;
+    r.entropy_nats = 0.2f;
+    return r;
+  };
+  Harness h(false, EngineOptions{}, fn);
+  DecodingParams d;
+  d.block_length = 8;
+  GenerationRequest r = Request(d, {}, 8);
+  r.snapshot_every_steps = 2;
+  auto sink = std::make_shared<CollectSink>();
+  REQUIRE(h.engine->Submit(r, sink).ok());
+  const FinalEvent final = sink->Wait();
+  REQUIRE(final.status.ok());
+  CHECK(final.reason == FinishReason::kEos);
+  CHECK(final.token_ids == std::vector<int32_t>{10, 11, 12, 13, 14, 15});
+  CHECK(final.text ==
+        "\xE2\x82\xAC"
+        "ABCD");
+  CHECK(final.stats.generated_tokens == 6);
+  std::string joined;
+  const auto commits = sink->commits();
+  REQUIRE(!commits.empty());
+  CHECK(commits[0].positions == std::vector<int32_t>{7});  // rightmost first
+  for (const auto& c : commits) joined += c.text_delta;
+  CHECK(joined == final.text);
+  // Before the last commit (position 0) nothing is decided-prefix text.
+  for (size_t i = 0; i + 1 < commits.size(); ++i) CHECK(commits[i].text_delta.empty());
+  const auto snaps = sink->snapshots();
+  REQUIRE(!snaps.empty());
+  CHECK(snaps[0].canvas_text.find("\xE2\x96\x92") != std::string::npos);  // masks shown
+}
+
+TEST_CASE("Submit validates requests and names the field", "[scheduler][validation]") {
+  EngineOptions options;
+  options.max_new_tokens_limit = 100;
+  Harness h(false, options);
+  auto sink = std::make_shared<CollectSink>();
+  auto expect = [&](GenerationRequest r, absl::StatusCode code, const std::string& fragment) {
+    auto got = h.engine->Submit(std::move(r), sink);
+    INFO(got.status().ToString());
+    CHECK(got.status().code() == code);
+    CHECK(std::string(got.status().message()).find(fragment) != std::string::npos);
+  };
+  DecodingParams d;
+  d.block_length = 8;
+  expect(Request(d, {}, 101), absl::StatusCode::kInvalidArgument, "max_new_tokens (101)");
+  expect(Request(d, {}, 0), absl::StatusCode::kInvalidArgument, "max_new_tokens (0)");
+  GenerationRequest bad_id = Request(d);
+  bad_id.prompt_ids[1] = 64;
+  expect(bad_id, absl::StatusCode::kInvalidArgument, "prompt_ids[1] = 64");
+  GenerationRequest masked = Request(d);
+  masked.prompt_ids[0] = testing::kFakeMask;
+  expect(masked, absl::StatusCode::kInvalidArgument, "mask token");
+  expect(Request(d, {}, 96, 500), absl::StatusCode::kInvalidArgument, "max positions (512)");
+  GenerationRequest empty;
+  expect(empty, absl::StatusCode::kInvalidArgument, "no input");
+  DecodingParams bad_block = d;
+  bad_block.block_length = 7;
+  expect(Request(bad_block), absl::StatusCode::kInvalidArgument, "decoding.block_length (7)");
+  GenerationRequest text;
+  text.prompt_text = "hello";
+  text.decoding = d;
+  text.max_new_tokens = 8;
+  CHECK(h.engine->Submit(text, std::make_shared<CollectSink>()).ok());
+  CHECK(sink->finals() == 0);  // rejected requests never get events
+  auto ids = h.engine->TokenizeInput(text);
+  REQUIRE(ids.ok());
+  CHECK(ids->size() == 5);
+}
+
+}  // namespace
+}  // namespace dllm
