@@ -240,14 +240,21 @@ metrics:
     if not os.access(client_bin, os.X_OK):
         print(f"SKIP: {client_bin} is not built yet; server metric contract checked, dashboard queries not")
         return SKIP
-    load = os.environ.get("DLLM_LOAD_ARGS", "load --requests 24 --concurrency 4 --max-new-tokens 16").split()
-    cmd = [str(client_bin), "--target", f"127.0.0.1:{grpc_port}", *load]
+    # Two phases, unary then streaming, so both RPC paths feed the histograms.
+    common = ["--address", f"127.0.0.1:{grpc_port}", "--concurrency", "4", "--requests", "12",
+              "--max-new-tokens", "16", "--prompt", "The quick brown fox jumps over the lazy dog."]
+    phases = [["load", *common], ["load", *common, "--stream"]]
+    if os.environ.get("DLLM_LOAD_ARGS"):
+        phases = [os.environ["DLLM_LOAD_ARGS"].split()]
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    for phase in phases:
+        cmd = [str(client_bin), *phase]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise Failure(f"load failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        print(f"ok {' '.join(phase[:1] + phase[3:])}: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ''}")
     t1 = time.time()
-    if r.returncode != 0:
-        raise Failure(f"load failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    print(f"ok load: {' '.join(load)} in {t1 - t0:.1f}s")
+    print(f"ok load finished in {t1 - t0:.1f}s")
     time.sleep(3)  # two more scrapes
 
     at = t1 + 1.5
