@@ -1,0 +1,443 @@
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/cpu_attention.h"
+#include "engine/backend/cpu/cpu_gemm.h"
+#include "engine/backend/cpu/cpu_row_stats.h"
+#include "engine/backend/cpu/thread_pool.h"
+#include "engine/backend/kernel_math.h"
+
+namespace dllm {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+// Host memory, 64-byte aligned and zero-filled.
+class CpuBuffer final : public DeviceBuffer {
+ public:
+  static absl::StatusOr<std::unique_ptr<CpuBuffer>> Create(int64_t bytes) {
+    if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("negative size ", bytes));
+    const int64_t rounded =
+        std::max<int64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    void* p = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu backend: cannot allocate ", bytes, " bytes"));
+    }
+    std::memset(p, 0, static_cast<size_t>(rounded));
+    return std::unique_ptr<CpuBuffer>(new CpuBuffer(static_cast<uint8_t*>(p), bytes));
+  }
+  ~CpuBuffer() override { std::free(data_); }
+
+  int64_t bytes() const override { return bytes_; }
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  float* f32() { return reinterpret_cast<float*>(data_); }
+  const float* f32() const { return reinterpret_cast<const float*>(data_); }
+  const int32_t* i32() const { return reinterpret_cast<const int32_t*>(data_); }
+  int32_t* i32() { return reinterpret_cast<int32_t*>(data_); }
+
+ private:
+  CpuBuffer(uint8_t* data, int64_t bytes) : data_(data), bytes_(bytes) {}
+  uint8_t* data_;
+  int64_t bytes_;
+};
+
+const CpuBuffer& Cpu(const DeviceBuffer& b) { return static_cast<const CpuBuffer&>(b); }
+CpuBuffer& Cpu(DeviceBuffer& b) { return static_cast<CpuBuffer&>(b); }
+
+// INVALID_ARGUMENT unless `buffer` holds at least `elements` 4-byte values.
+absl::Status CheckFits(const DeviceBuffer& buffer, int64_t elements, const char* what) {
+  if (elements < 0 || buffer.bytes() < elements * 4) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu backend: ", what, " needs ", elements,
+                                                   " elements, buffer holds ", buffer.bytes() / 4));
+  }
+  return absl::OkStatus();
+}
+
+#define DLLM_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    const absl::Status _status = (expr); \
+    if (!_status.ok()) return _status;   \
+  } while (0)
+
+float F16BitsToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return kmath::BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return kmath::BitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return kmath::BitsToFloat(sign);
+  int shift = 0;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    ++shift;
+  }
+  mantissa &= 0x3ffu;
+  return kmath::BitsToFloat(sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13));
+}
+
+// Work below this many elements runs on the calling thread (pool overhead would dominate).
+constexpr int64_t kParallelMinElements = 1 << 15;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  std::string_view name() const override { return "cpu"; }
+  int activation_bytes_per_element() const override { return 4; }
+  int kv_bytes_per_element() const override { return 4; }
+
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
+    auto buffer = CpuBuffer::Create(bytes);
+    if (!buffer.ok()) return buffer.status();
+    return std::unique_ptr<DeviceBuffer>(std::move(*buffer));
+  }
+
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadWeights(DType dtype,
+                                                              std::span<const uint8_t> bytes,
+                                                              int64_t elements) override {
+    if (elements < 0 || static_cast<int64_t>(bytes.size()) != elements * DTypeSize(dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cpu backend: weight of ", elements, " ", std::string(DTypeName(dtype)),
+          " elements needs ", elements * DTypeSize(dtype), " bytes, got ", bytes.size()));
+    }
+    auto buffer = CpuBuffer::Create(elements * 4);
+    if (!buffer.ok()) return buffer.status();
+    float* out = (*buffer)->f32();
+    const uint8_t* in = bytes.data();
+    switch (dtype) {
+      case DType::kF32:
+        std::memcpy(out, in, static_cast<size_t>(elements) * 4);
+        break;
+      case DType::kBF16:
+        for (int64_t i = 0; i < elements; ++i) {
+          const uint32_t h =
+              static_cast<uint32_t>(in[2 * i]) | (static_cast<uint32_t>(in[2 * i + 1]) << 8);
+          out[i] = kmath::BitsToFloat(h << 16);
+        }
+        break;
+      case DType::kF16:
+        for (int64_t i = 0; i < elements; ++i) {
+          const uint16_t h = static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8));
+          out[i] = F16BitsToFloat(h);
+        }
+        break;
+    }
+    return std::unique_ptr<DeviceBuffer>(std::move(*buffer));
+  }
+
+  absl::Status UploadInt32(std::span<const int32_t> host, DeviceBuffer* dst,
+                           int64_t dst_offset) override {
+    DLLM_RETURN_IF_ERROR(
+        CheckFits(*dst, dst_offset + static_cast<int64_t>(host.size()), "UploadInt32"));
+    if (!host.empty()) {
+      std::memcpy(Cpu(*dst).i32() + dst_offset, host.data(), host.size() * sizeof(int32_t));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DownloadFloats(const DeviceBuffer& src, int64_t offset,
+                              std::span<float> host) override {
+    DLLM_RETURN_IF_ERROR(
+        CheckFits(src, offset + static_cast<int64_t>(host.size()), "DownloadFloats"));
+    if (!host.empty()) {
+      std::memcpy(host.data(), Cpu(src).f32() + offset, host.size() * sizeof(float));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status EmbeddingGather(const DeviceBuffer& table, int vocab, int hidden,
+                               const DeviceBuffer& token_ids, int rows,
+                               DeviceBuffer* out) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(table, int64_t{vocab} * hidden, "EmbeddingGather table"));
+    DLLM_RETURN_IF_ERROR(CheckFits(token_ids, rows, "EmbeddingGather ids"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*out, int64_t{rows} * hidden, "EmbeddingGather out"));
+    const int32_t* ids = Cpu(token_ids).i32();
+    for (int r = 0; r < rows; ++r) {
+      if (ids[r] < 0 || ids[r] >= vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("EmbeddingGather: token id ", ids[r], " outside [0, ", vocab, ")"));
+      }
+      std::memcpy(Cpu(*out).f32() + int64_t{r} * hidden,
+                  Cpu(table).f32() + int64_t{ids[r]} * hidden, sizeof(float) * hidden);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Gemm(const DeviceBuffer& x, int rows, int in_features, const DeviceBuffer& weight,
+                    int out_features, const DeviceBuffer* bias, bool accumulate,
+                    DeviceBuffer* y) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(x, int64_t{rows} * in_features, "Gemm x"));
+    DLLM_RETURN_IF_ERROR(CheckFits(weight, int64_t{out_features} * in_features, "Gemm weight"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*y, int64_t{rows} * out_features, "Gemm y"));
+    if (bias != nullptr) DLLM_RETURN_IF_ERROR(CheckFits(*bias, out_features, "Gemm bias"));
+    if (&x == y) return absl::InvalidArgumentError("Gemm: y must not alias x");
+    float* yp = Cpu(*y).f32();
+    CpuGemm(Cpu(x).f32(), rows, in_features, Cpu(weight).f32(), out_features, accumulate, yp,
+            &gemm_scratch_);
+    if (bias != nullptr) {
+      const float* b = Cpu(*bias).f32();
+      for (int r = 0; r < rows; ++r) {
+        float* yr = yp + int64_t{r} * out_features;
+        for (int o = 0; o < out_features; ++o) yr[o] += b[o];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RmsNorm(const DeviceBuffer& x, int rows, int cols, const DeviceBuffer& weight,
+                       float eps, DeviceBuffer* out) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(x, int64_t{rows} * cols, "RmsNorm x"));
+    DLLM_RETURN_IF_ERROR(CheckFits(weight, cols, "RmsNorm weight"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*out, int64_t{rows} * cols, "RmsNorm out"));
+    const float* xp = Cpu(x).f32();
+    const float* w = Cpu(weight).f32();
+    float* op = Cpu(*out).f32();
+    ForRows(rows, cols,
+            [&](int64_t r) { kmath::RmsNormRow(xp + r * cols, w, cols, eps, op + r * cols); });
+    return absl::OkStatus();
+  }
+
+  absl::Status Rope(DeviceBuffer* x, int rows, int heads, int head_dim,
+                    const DeviceBuffer& positions, float theta, RopeMode mode) override {
+    // mode: the CPU backend rotates in fp32 for both modes (see cpu_backend.h).
+    if (head_dim % 2 != 0) return absl::InvalidArgumentError("Rope: head_dim must be even");
+    const int64_t width = int64_t{heads} * head_dim;
+    DLLM_RETURN_IF_ERROR(CheckFits(*x, rows * width, "Rope x"));
+    DLLM_RETURN_IF_ERROR(CheckFits(positions, rows, "Rope positions"));
+    const int half = head_dim / 2;
+    if (static_cast<int>(inv_freq_.size()) != half || inv_freq_theta_ != theta) {
+      inv_freq_.resize(half);
+      for (int j = 0; j < half; ++j) inv_freq_[j] = kmath::RopeInvFreq(j, head_dim, theta);
+      inv_freq_theta_ = theta;
+    }
+    const int32_t* pos = Cpu(positions).i32();
+    float* xp = Cpu(*x).f32();
+    ForRows(rows, width, [&](int64_t r) {
+      float cos_sin[2 * 256];
+      std::vector<float> heap;
+      float* cs = cos_sin;
+      if (half > 256) {
+        heap.resize(2 * half);
+        cs = heap.data();
+      }
+      for (int j = 0; j < half; ++j) {
+        const float angle = kmath::RopeAngle(pos[r], inv_freq_[j]);
+        cs[2 * j] = std::cos(angle);
+        cs[2 * j + 1] = std::sin(angle);
+      }
+      float* row = xp + r * width;
+      for (int h = 0; h < heads; ++h) {
+        float* v = row + int64_t{h} * head_dim;
+        for (int j = 0; j < half; ++j) {
+          kmath::RopeRotatePair(v[j], v[j + half], cs[2 * j], cs[2 * j + 1], &v[j], &v[j + half]);
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status KvScatter(const DeviceBuffer& k, const DeviceBuffer& v,
+                         const DeviceBuffer& positions,
+                         std::span<const AttentionSequence> sequences,
+                         const AttentionShape& shape) override {
+    const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
+    for (const AttentionSequence& s : sequences) {
+      DLLM_RETURN_IF_ERROR(CheckSequence(s, shape));
+      DLLM_RETURN_IF_ERROR(CheckFits(k, (s.row_begin + s.rows) * kv_width, "KvScatter k"));
+      DLLM_RETURN_IF_ERROR(CheckFits(v, (s.row_begin + s.rows) * kv_width, "KvScatter v"));
+      DLLM_RETURN_IF_ERROR(CheckFits(positions, s.row_begin + s.rows, "KvScatter positions"));
+      const int32_t* pos = Cpu(positions).i32();
+      float* slab = Cpu(*s.kv).f32();
+      const int64_t plane = int64_t{s.capacity_positions} * kv_width;
+      float* k_plane = slab + (int64_t{shape.layer} * 2) * plane;
+      float* v_plane = k_plane + plane;
+      for (int r = s.row_begin; r < s.row_begin + s.rows; ++r) {
+        if (pos[r] < 0 || pos[r] >= s.capacity_positions) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "KvScatter: position ", pos[r], " outside slab [0, ", s.capacity_positions, ")"));
+        }
+        std::memcpy(k_plane + pos[r] * kv_width, Cpu(k).f32() + r * kv_width,
+                    sizeof(float) * kv_width);
+        std::memcpy(v_plane + pos[r] * kv_width, Cpu(v).f32() + r * kv_width,
+                    sizeof(float) * kv_width);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Attention(const DeviceBuffer& q, std::span<const AttentionSequence> sequences,
+                         const AttentionShape& shape, DeviceBuffer* out) override {
+    const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
+    const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
+    if (&q == out) return absl::InvalidArgumentError("Attention: out must not alias q");
+    // Flatten (sequence, row) into one task list.
+    tasks_.clear();
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const AttentionSequence& s = sequences[i];
+      DLLM_RETURN_IF_ERROR(CheckSequence(s, shape));
+      DLLM_RETURN_IF_ERROR(CheckFits(q, (s.row_begin + s.rows) * q_width, "Attention q"));
+      DLLM_RETURN_IF_ERROR(CheckFits(*out, (s.row_begin + s.rows) * q_width, "Attention out"));
+      for (int r = 0; r < s.rows; ++r) tasks_.push_back({static_cast<int>(i), s.row_begin + r});
+    }
+    const CpuAttentionGeometry g{shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.scale};
+    const float* qp = Cpu(q).f32();
+    float* op = Cpu(*out).f32();
+    pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t) {
+      const AttentionSequence& s = sequences[tasks_[t].sequence];
+      const int64_t plane = int64_t{s.capacity_positions} * kv_width;
+      const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
+      const float* v_plane = k_plane + plane;
+      float acc_stack[512];
+      std::vector<float> acc_heap;
+      float* acc = acc_stack;
+      if (shape.head_dim > 512) {
+        acc_heap.resize(shape.head_dim);
+        acc = acc_heap.data();
+      }
+      const int64_t row = tasks_[t].row;
+      CpuAttentionRow(qp + row * q_width, k_plane, v_plane, s.kv_positions, g, op + row * q_width,
+                      acc);
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status SwiGlu(const DeviceBuffer& gate, const DeviceBuffer& up, int64_t elements,
+                      DeviceBuffer* out) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(gate, elements, "SwiGlu gate"));
+    DLLM_RETURN_IF_ERROR(CheckFits(up, elements, "SwiGlu up"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*out, elements, "SwiGlu out"));
+    const float* g = Cpu(gate).f32();
+    const float* u = Cpu(up).f32();
+    float* o = Cpu(*out).f32();
+    ForChunks(elements, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = kmath::SwiGluElement(g[i], u[i]);
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Add(const DeviceBuffer& x, int64_t elements, DeviceBuffer* y) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(x, elements, "Add x"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*y, elements, "Add y"));
+    const float* xp = Cpu(x).f32();
+    float* yp = Cpu(*y).f32();
+    ForChunks(elements, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) yp[i] += xp[i];
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status GatherRows(const DeviceBuffer& src, int cols, const DeviceBuffer& row_indices,
+                          int rows, DeviceBuffer* dst) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(row_indices, rows, "GatherRows indices"));
+    DLLM_RETURN_IF_ERROR(CheckFits(*dst, int64_t{rows} * cols, "GatherRows dst"));
+    if (&src == dst) return absl::InvalidArgumentError("GatherRows: dst must not alias src");
+    const int32_t* idx = Cpu(row_indices).i32();
+    const int64_t src_rows = src.bytes() / 4 / std::max(cols, 1);
+    for (int r = 0; r < rows; ++r) {
+      if (idx[r] < 0 || idx[r] >= src_rows) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("GatherRows: row ", idx[r], " outside source of ", src_rows, " rows"));
+      }
+      std::memcpy(Cpu(*dst).f32() + int64_t{r} * cols, Cpu(src).f32() + int64_t{idx[r]} * cols,
+                  sizeof(float) * cols);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LogitsStats(const DeviceBuffer& logits, int vocab,
+                           std::span<const LogitsRowRequest> requests,
+                           std::span<RowStats> out) override {
+    if (requests.size() != out.size()) {
+      return absl::InvalidArgumentError("LogitsStats: requests and out differ in size");
+    }
+    DLLM_RETURN_IF_ERROR(
+        CheckFits(logits, static_cast<int64_t>(requests.size()) * vocab, "LogitsStats logits"));
+    if (vocab <= 0) return absl::InvalidArgumentError("LogitsStats: vocab must be positive");
+    const float* lp = Cpu(logits).f32();
+    // One scratch per row: rows are few and the filter buffers are only filled when sampling.
+    std::vector<RowStatsScratch> per_row(requests.size());
+    pool_.ParallelFor(static_cast<int64_t>(requests.size()), [&](int64_t r) {
+      out[r] = ComputeRowStats(lp + r * vocab, vocab, requests[r], &per_row[r]);
+    });
+    return absl::OkStatus();
+  }
+
+ private:
+  struct AttentionTask {
+    int sequence;
+    int row;
+  };
+
+  absl::Status CheckSequence(const AttentionSequence& s, const AttentionShape& shape) const {
+    if (s.kv == nullptr) return absl::InvalidArgumentError("attention sequence without slab");
+    if (s.rows < 0 || s.row_begin < 0 || s.kv_positions < 0 ||
+        s.kv_positions > s.capacity_positions || shape.layer < 0 ||
+        shape.layer >= shape.num_layers || shape.num_kv_heads <= 0 ||
+        shape.num_heads % shape.num_kv_heads != 0) {
+      return absl::InvalidArgumentError("malformed attention sequence or shape");
+    }
+    const int64_t slab_elements =
+        int64_t{shape.num_layers} * 2 * s.capacity_positions * shape.num_kv_heads * shape.head_dim;
+    return CheckFits(*s.kv, slab_elements, "KV slab");
+  }
+
+  // fn(r) for each row; parallel when the work is large enough to pay for the pool.
+  template <typename Fn>
+  void ForRows(int64_t rows, int64_t cols, Fn fn) {
+    if (rows * cols < kParallelMinElements || rows == 1) {
+      for (int64_t r = 0; r < rows; ++r) fn(r);
+      return;
+    }
+    pool_.ParallelFor(rows, [&](int64_t r) { fn(r); });
+  }
+
+  // fn(begin, end) over fixed element chunks (elementwise ops: no reductions).
+  template <typename Fn>
+  void ForChunks(int64_t elements, Fn fn) {
+    if (elements < kParallelMinElements) {
+      fn(0, elements);
+      return;
+    }
+    const int64_t chunk = kParallelMinElements;
+    const int64_t chunks = (elements + chunk - 1) / chunk;
+    pool_.ParallelFor(chunks,
+                      [&](int64_t c) { fn(c * chunk, std::min(elements, (c + 1) * chunk)); });
+  }
+
+  ThreadPool pool_;
+  std::vector<float> gemm_scratch_;
+  std::vector<float> inv_freq_;
+  float inv_freq_theta_ = 0;
+  std::vector<AttentionTask> tasks_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(int threads) {
+  if (threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu threads must be >= 0, got ", threads));
+  }
+  int pool_threads = threads;
+  if (threads > 0) {
+    // OpenBLAS keeps one process-wide thread count; set it only when asked to.
+    openblas_set_num_threads(threads);
+  } else {
+    pool_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return std::unique_ptr<Backend>(new CpuBackend(pool_threads));
+}
+
+}  // namespace dllm

@@ -1,0 +1,33 @@
+// RowStats of one fp32 logits row on the host: the CPU backend's LogitsStats, one row at a time.
+//
+// Statistics (argmax with lowest-id ties, its probability, entropy in nats, top1-top2 margin)
+// are over softmax(logits) at temperature 1 and the full vocabulary, streamed in id order
+// through kernel_math's EntropyAdd/Top2Add. The proposed token is the argmax at temperature 0;
+// otherwise logits are divided by the temperature, filtered by top-p (keep the shortest prefix
+// of the (value desc, id asc) order whose exclusive cumulative probability is <= top_p, i.e.
+// Hugging Face's rule) and then top-k (first k of that order), and the token is the Gumbel-max
+// argmax of logit/T + Gumbel(u) over the kept ids, u = CounterUniform(seed, position, step, id)
+// (ties: lowest id). token_prob is the untempered, unfiltered probability of the token.
+#ifndef DLLM_ENGINE_BACKEND_CPU_CPU_ROW_STATS_H_
+#define DLLM_ENGINE_BACKEND_CPU_CPU_ROW_STATS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/step_batch.h"
+
+namespace dllm {
+
+// Reusable per-thread buffers for the sampling filter.
+struct RowStatsScratch {
+  std::vector<int32_t> order;
+  std::vector<float> values;
+};
+
+RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest& request,
+                         RowStatsScratch* scratch);
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_BACKEND_CPU_CPU_ROW_STATS_H_

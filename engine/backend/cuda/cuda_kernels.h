@@ -1,0 +1,103 @@
+// Launchers of the CUDA backend's kernels (defined in the .cu files of this folder).
+//
+// Plain C++ declarations so that the host side of the backend (compiled by the C++ compiler)
+// can call them. Every launcher enqueues work on `stream` and returns the launch error
+// (cudaGetLastError), never blocking. bf16 data is passed as uint16_t (its bit pattern).
+// Shapes are validated by the caller (cuda_backend.cc); the kernels still never write outside
+// a slab when a position is out of range.
+#ifndef DLLM_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+#define DLLM_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dllm {
+namespace cuda {
+
+// One sequence of a KvScatter/Attention call, as the kernels read it (uploaded per call).
+struct SeqDesc {
+  uint16_t* kv;  // slab base (bf16)
+  int32_t capacity_positions;
+  int32_t kv_positions;
+  int32_t row_begin;
+  int32_t rows;
+  int32_t pad[2];
+};
+static_assert(sizeof(SeqDesc) == 32, "SeqDesc is uploaded as raw bytes");
+
+// One block of query rows of one sequence.
+struct AttnTile {
+  int32_t seq;
+  int32_t row0;  // first row of the tile, relative to the sequence's row_begin
+};
+
+struct AttnParams {
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t layer;
+  float scale;
+};
+
+// Per logits row: the sampling request (uploaded per call).
+struct RowRequestDesc {
+  int32_t position;
+  int32_t step;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint32_t seed_lo;
+  uint32_t seed_hi;
+  int32_t pad;
+};
+static_assert(sizeof(RowRequestDesc) == 32, "RowRequestDesc is uploaded as raw bytes");
+
+// Layout-identical to dllm::RowStats (checked in cuda_backend.cc).
+struct DeviceRowStats {
+  int32_t position;
+  int32_t argmax_token;
+  float argmax_prob;
+  float entropy_nats;
+  float margin;
+  int32_t token;
+  float token_prob;
+};
+
+// Query rows per attention tile for a head dimension (the host builds tiles with it).
+int AttentionTileRows(int head_dim);
+// Head dimensions the attention kernels accept (any up to 256; 64 and 128 use tensor cores).
+bool AttentionSupportsHeadDim(int head_dim);
+// One-time kernel attribute setup (shared-memory limits). Call once per device.
+cudaError_t InitKernelAttributes();
+
+cudaError_t LaunchGatherRows(const uint16_t* src, int64_t src_rows, int cols,
+                             const int32_t* row_indices, int rows, uint16_t* dst,
+                             cudaStream_t stream);
+cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight,
+                          float eps, uint16_t* out, cudaStream_t stream);
+cudaError_t LaunchRope(uint16_t* x, int rows, int heads, int head_dim, const int32_t* positions,
+                       float theta, bool bf16_rounded, cudaStream_t stream);
+cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t* positions,
+                            const SeqDesc* seqs, int num_seqs, int max_rows, int kv_width,
+                            int layer, cudaStream_t stream);
+cudaError_t LaunchAttention(const uint16_t* q, const SeqDesc* seqs, const AttnTile* tiles,
+                            int num_tiles, const AttnParams& params, uint16_t* out,
+                            cudaStream_t stream);
+cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements,
+                         uint16_t* out, cudaStream_t stream);
+cudaError_t LaunchAdd(const uint16_t* x, int64_t elements, uint16_t* y, cudaStream_t stream);
+cudaError_t LaunchLogitsStats(const uint16_t* logits, int vocab, const RowRequestDesc* requests,
+                              int rows, DeviceRowStats* out, cudaStream_t stream);
+// dst[i] = bf16(offset + scale * (2u - 1)), u uniform in (0, 1) from the counter RNG keyed by
+// (seed, i): device-side random weights for benchmarks.
+cudaError_t LaunchRandomBf16(uint16_t* dst, int64_t elements, uint64_t seed, float scale,
+                             float offset, cudaStream_t stream);
+// dst[i] = fp32(src[i]) for bf16 src (downloads).
+cudaError_t LaunchBf16ToFloat(const uint16_t* src, int64_t elements, float* dst,
+                              cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_

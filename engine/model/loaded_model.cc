@@ -1,0 +1,77 @@
+#include "engine/model/loaded_model.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/model/model_weights.h"
+
+namespace dllm {
+namespace {
+
+// Same code, message prefixed with where it happened.
+absl::Status Annotate(const absl::Status& status, const std::string& context) {
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+// The id of the first of `names` the tokenizer knows, or -1.
+int32_t FirstKnownToken(const Tokenizer& tokenizer, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (auto id = tokenizer.TokenToId(name); id.has_value()) return *id;
+  }
+  return -1;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& options) {
+  const std::string& dir = options.model_dir;
+  const std::string where = absl::StrCat("loading model ", dir);
+  if (dir.empty()) return absl::InvalidArgumentError("loading model: model_dir is empty");
+  if (options.kv_budget_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": kv_budget_bytes must be positive, got ", options.kv_budget_bytes));
+  }
+  auto model = std::make_unique<LoadedModel>();
+
+  auto config = LoadModelConfig(dir);
+  if (!config.ok()) return Annotate(config.status(), where);
+  model->config = *config;
+
+  auto tokenizer = Tokenizer::LoadFromDir(dir);
+  if (!tokenizer.ok()) return Annotate(tokenizer.status(), where);
+  model->tokenizer = std::move(*tokenizer);
+  if (model->tokenizer->size() > model->config.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the tokenizer knows ", model->tokenizer->size(),
+                     " ids but the model has only ", model->config.vocab_size, " embedding rows"));
+  }
+  if (model->config.eot_token_id < 0) {
+    model->config.eot_token_id = FirstKnownToken(*model->tokenizer, {"<|eot_id|>", "<|im_end|>"});
+  }
+  if (model->config.bos_token_id < 0) {
+    model->config.bos_token_id =
+        FirstKnownToken(*model->tokenizer, {"<|startoftext|>", "<|beginoftext|>"});
+  }
+
+  auto checkpoint = Checkpoint::Open(dir);
+  if (!checkpoint.ok()) return Annotate(checkpoint.status(), where);
+  auto weights = MapModelWeights(**checkpoint, model->config);
+  if (!weights.ok()) return Annotate(weights.status(), where);
+
+  auto backend = CreateBackend(options.backend, options.cpu_threads);
+  if (!backend.ok()) return Annotate(backend.status(), where);
+  model->backend = std::move(*backend);
+
+  // Weights are converted and copied to the backend here; the mapping is released after.
+  auto transformer = Transformer::Create(model->config, *weights, model->backend.get());
+  if (!transformer.ok()) return Annotate(transformer.status(), where);
+  model->transformer = std::move(*transformer);
+
+  model->kv_pool =
+      std::make_unique<KvPool>(model->backend.get(), model->config, options.kv_budget_bytes);
+  return model;
+}
+
+}  // namespace dllm

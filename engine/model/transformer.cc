@@ -1,0 +1,352 @@
+#include "engine/model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/backend/backend.h"
+#include "engine/kv/kv_pool.h"
+#include "engine/model/forward_debug.h"
+#include "engine/model/forward_plan.h"
+
+namespace dllm {
+namespace {
+
+#define DLLM_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    const absl::Status _status = (expr); \
+    if (!_status.ok()) return _status;   \
+  } while (0)
+
+// Predicted rows go through the final norm, LM head and statistics this many at a time, which
+// bounds the logits buffer to kLogitsChunkRows * vocab floats.
+constexpr int kLogitsChunkRows = 64;
+
+struct DeviceLayer {
+  std::unique_ptr<DeviceBuffer> attn_norm, q, k, v, q_bias, k_bias, v_bias, o;
+  std::unique_ptr<DeviceBuffer> ffn_norm, gate, up, down;
+};
+
+using Logits = std::vector<std::vector<std::vector<float>>>;
+
+class TransformerImpl final : public Transformer {
+ public:
+  TransformerImpl(const ModelConfig& config, Backend* backend)
+      : config_(config), backend_(backend) {}
+
+  absl::Status Upload(const ModelWeights& weights);
+
+  absl::Status Forward(const StepBatch& batch, StepResult* result) override {
+    return Run(batch, config_.shift_logits, result, nullptr);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+
+  absl::Status Run(const StepBatch& batch, bool shift_logits, StepResult* result, Logits* logits);
+
+ private:
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadTensor(const TensorView& t,
+                                                             int64_t expected_elements);
+  absl::Status EnsureRows(int rows);
+  absl::Status EnsurePredictRows(int rows);
+
+  int q_width() const { return config_.num_heads * config_.head_dim; }
+  int kv_width() const { return config_.num_kv_heads * config_.head_dim; }
+
+  ModelConfig config_;
+  Backend* backend_;
+  std::unique_ptr<DeviceBuffer> embed_, final_norm_, lm_head_owned_;
+  const DeviceBuffer* lm_head_ = nullptr;  // lm_head_owned_ or embed_ (tied)
+  std::vector<DeviceLayer> layers_;
+
+  // Workspace, grown on demand and kept between steps.
+  int row_capacity_ = 0;
+  std::unique_ptr<DeviceBuffer> h_, a_, q_, k_, v_, att_, gate_, up_, tokens_, positions_;
+  int predict_capacity_ = 0;
+  std::unique_ptr<DeviceBuffer> gather_, hs_, logits_;
+};
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> TransformerImpl::UploadTensor(
+    const TensorView& t, int64_t expected_elements) {
+  const int64_t elements = static_cast<int64_t>(t.bytes.size()) / DTypeSize(t.dtype);
+  if (elements != expected_elements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", t.name, ": expected ", expected_elements, " elements, found ", elements));
+  }
+  auto buffer = backend_->UploadWeights(t.dtype, t.bytes, elements);
+  if (!buffer.ok()) {
+    return absl::Status(buffer.status().code(),
+                        absl::StrCat("uploading ", t.name, ": ", buffer.status().message()));
+  }
+  return buffer;
+}
+
+absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
+  if (static_cast<int>(weights.layers.size()) != c.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.layers.size(),
+                                                   " layers, config says ", c.num_layers));
+  }
+  auto up = [&](const TensorView& t, int64_t n, std::unique_ptr<DeviceBuffer>* out) {
+    auto b = UploadTensor(t, n);
+    if (!b.ok()) return b.status();
+    *out = std::move(*b);
+    return absl::OkStatus();
+  };
+  DLLM_RETURN_IF_ERROR(up(weights.embed, int64_t{c.vocab_size} * hidden, &embed_));
+  DLLM_RETURN_IF_ERROR(up(weights.final_norm, hidden, &final_norm_));
+  if (weights.lm_head.bytes.data() == weights.embed.bytes.data() &&
+      weights.lm_head.dtype == weights.embed.dtype &&
+      weights.lm_head.bytes.size() == weights.embed.bytes.size()) {
+    lm_head_ = embed_.get();  // tied embeddings: one copy
+  } else {
+    DLLM_RETURN_IF_ERROR(up(weights.lm_head, int64_t{c.vocab_size} * hidden, &lm_head_owned_));
+    lm_head_ = lm_head_owned_.get();
+  }
+  layers_.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights.layers[l];
+    DeviceLayer& d = layers_[l];
+    DLLM_RETURN_IF_ERROR(up(w.attn_norm, hidden, &d.attn_norm));
+    DLLM_RETURN_IF_ERROR(up(w.q, q_width() * hidden, &d.q));
+    DLLM_RETURN_IF_ERROR(up(w.k, kv_width() * hidden, &d.k));
+    DLLM_RETURN_IF_ERROR(up(w.v, kv_width() * hidden, &d.v));
+    if (c.qkv_bias) {
+      if (!w.q_bias || !w.k_bias || !w.v_bias) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", l, ": config has qkv_bias but a q/k/v bias is missing"));
+      }
+      DLLM_RETURN_IF_ERROR(up(*w.q_bias, q_width(), &d.q_bias));
+      DLLM_RETURN_IF_ERROR(up(*w.k_bias, kv_width(), &d.k_bias));
+      DLLM_RETURN_IF_ERROR(up(*w.v_bias, kv_width(), &d.v_bias));
+    }
+    DLLM_RETURN_IF_ERROR(up(w.o, hidden * q_width(), &d.o));
+    DLLM_RETURN_IF_ERROR(up(w.ffn_norm, hidden, &d.ffn_norm));
+    DLLM_RETURN_IF_ERROR(up(w.gate, int64_t{c.intermediate_size} * hidden, &d.gate));
+    DLLM_RETURN_IF_ERROR(up(w.up, int64_t{c.intermediate_size} * hidden, &d.up));
+    DLLM_RETURN_IF_ERROR(up(w.down, hidden * c.intermediate_size, &d.down));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::EnsureRows(int rows) {
+  if (rows <= row_capacity_) return absl::OkStatus();
+  const int cap = std::max({rows, row_capacity_ + row_capacity_ / 2, 16});
+  const int act = backend_->activation_bytes_per_element();
+  auto alloc = [&](int64_t elements, int bytes_per, std::unique_ptr<DeviceBuffer>* out) {
+    auto b = backend_->Allocate(elements * bytes_per);
+    if (!b.ok()) return b.status();
+    *out = std::move(*b);
+    return absl::OkStatus();
+  };
+  const int64_t r = cap;
+  DLLM_RETURN_IF_ERROR(alloc(r * config_.hidden_size, act, &h_));
+  DLLM_RETURN_IF_ERROR(alloc(r * config_.hidden_size, act, &a_));
+  DLLM_RETURN_IF_ERROR(alloc(r * q_width(), act, &q_));
+  DLLM_RETURN_IF_ERROR(alloc(r * kv_width(), act, &k_));
+  DLLM_RETURN_IF_ERROR(alloc(r * kv_width(), act, &v_));
+  DLLM_RETURN_IF_ERROR(alloc(r * q_width(), act, &att_));
+  DLLM_RETURN_IF_ERROR(alloc(r * config_.intermediate_size, act, &gate_));
+  DLLM_RETURN_IF_ERROR(alloc(r * config_.intermediate_size, act, &up_));
+  DLLM_RETURN_IF_ERROR(alloc(r, 4, &tokens_));
+  DLLM_RETURN_IF_ERROR(alloc(r, 4, &positions_));
+  row_capacity_ = cap;
+  return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::EnsurePredictRows(int rows) {
+  if (rows <= predict_capacity_) return absl::OkStatus();
+  const int act = backend_->activation_bytes_per_element();
+  const int64_t r = rows;
+  auto gather = backend_->Allocate(r * 4);
+  if (!gather.ok()) return gather.status();
+  auto hs = backend_->Allocate(r * config_.hidden_size * act);
+  if (!hs.ok()) return hs.status();
+  auto logits = backend_->Allocate(r * config_.vocab_size * act);
+  if (!logits.ok()) return logits.status();
+  gather_ = std::move(*gather);
+  hs_ = std::move(*hs);
+  logits_ = std::move(*logits);
+  predict_capacity_ = rows;
+  return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
+                                  Logits* logits) {
+  auto planned = PlanForward(batch, config_, shift_logits);
+  if (!planned.ok()) return planned.status();
+  const ForwardPlan& plan = *planned;
+  const ModelConfig& c = config_;
+  const int rows = plan.total_rows;
+
+  result->assign(batch.sequences.size(), {});
+  if (logits != nullptr) logits->assign(batch.sequences.size(), {});
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    (*result)[i].resize(batch.sequences[i].predict_positions.size());
+  }
+  if (rows == 0) return absl::OkStatus();
+
+  // ---- Inputs: token ids and absolute positions of every computed row.
+  DLLM_RETURN_IF_ERROR(EnsureRows(rows));
+  std::vector<int32_t> host_tokens, host_positions;
+  host_tokens.reserve(rows);
+  host_positions.reserve(rows);
+  std::vector<AttentionSequence> attn;
+  attn.reserve(batch.sequences.size());
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const SequenceStep& s = batch.sequences[i];
+    const SequencePlan& p = plan.sequences[i];
+    if (p.positions.empty()) continue;
+    for (int32_t pos : p.positions) {
+      host_tokens.push_back(s.tokens[pos]);
+      host_positions.push_back(pos);
+    }
+    AttentionSequence a;
+    a.kv = &s.kv->buffer();
+    a.capacity_positions = s.kv->capacity_positions();
+    a.kv_positions = static_cast<int>(s.tokens.size());
+    a.row_begin = p.row_begin;
+    a.rows = static_cast<int>(p.positions.size());
+    attn.push_back(a);
+  }
+  DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_tokens, tokens_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_positions, positions_.get()));
+
+  // ---- Layers over the query rows of all sequences together.
+  const int hidden = c.hidden_size;
+  const RopeMode rope_mode = c.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
+  AttentionShape shape;
+  shape.num_heads = c.num_heads;
+  shape.num_kv_heads = c.num_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.num_layers = c.num_layers;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  DLLM_RETURN_IF_ERROR(
+      backend_->EmbeddingGather(*embed_, c.vocab_size, hidden, *tokens_, rows, h_.get()));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const DeviceLayer& w = layers_[l];
+    shape.layer = l;
+    DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*a_, rows, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*a_, rows, hidden, *w.k, kv_width(), w.k_bias.get(), false, k_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*a_, rows, hidden, *w.v, kv_width(), w.v_bias.get(), false, v_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->Rope(q_.get(), rows, c.num_heads, c.head_dim, *positions_,
+                                        c.rope_theta, rope_mode));
+    DLLM_RETURN_IF_ERROR(backend_->Rope(k_.get(), rows, c.num_kv_heads, c.head_dim, *positions_,
+                                        c.rope_theta, rope_mode));
+    DLLM_RETURN_IF_ERROR(backend_->KvScatter(*k_, *v_, *positions_, attn, shape));
+    DLLM_RETURN_IF_ERROR(backend_->Attention(*q_, attn, shape, att_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*att_, rows, q_width(), *w.o, hidden, nullptr, true, h_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.ffn_norm, c.norm_eps, a_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->Gemm(*a_, rows, hidden, *w.gate, c.intermediate_size, nullptr,
+                                        false, gate_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*a_, rows, hidden, *w.up, c.intermediate_size, nullptr, false, up_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->SwiGlu(*gate_, *up_, int64_t{rows} * c.intermediate_size, gate_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->Gemm(*gate_, rows, c.intermediate_size, *w.down, hidden, nullptr,
+                                        true, h_.get()));
+  }
+
+  // ---- Final norm, LM head and statistics on the predicting rows only, in chunks.
+  struct Wanted {
+    int sequence;
+    int index;
+  };
+  std::vector<Wanted> wanted;
+  std::vector<int32_t> wanted_rows;
+  std::vector<LogitsRowRequest> requests;
+  wanted.reserve(plan.total_predictions);
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const SequenceStep& s = batch.sequences[i];
+    for (size_t j = 0; j < s.predict_positions.size(); ++j) {
+      wanted.push_back({static_cast<int>(i), static_cast<int>(j)});
+      wanted_rows.push_back(plan.sequences[i].predict_rows[j]);
+      LogitsRowRequest r;
+      r.position = s.predict_positions[j];
+      r.step = s.step;
+      r.sampling = s.sampling;
+      requests.push_back(r);
+    }
+    if (logits != nullptr) (*logits)[i].resize(s.predict_positions.size());
+  }
+  const int total = static_cast<int>(wanted.size());
+  if (total == 0) return absl::OkStatus();
+  DLLM_RETURN_IF_ERROR(EnsurePredictRows(std::min(total, kLogitsChunkRows)));
+  std::vector<RowStats> stats(kLogitsChunkRows);
+  for (int begin = 0; begin < total; begin += kLogitsChunkRows) {
+    const int n = std::min(kLogitsChunkRows, total - begin);
+    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(
+        std::span<const int32_t>(wanted_rows.data() + begin, n), gather_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *gather_, n, hs_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*hs_, n, hidden, *final_norm_, c.norm_eps, hs_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->Gemm(*hs_, n, hidden, *lm_head_, c.vocab_size, nullptr, false, logits_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->LogitsStats(
+        *logits_, c.vocab_size, std::span<const LogitsRowRequest>(requests.data() + begin, n),
+        std::span<RowStats>(stats.data(), n)));
+    for (int t = 0; t < n; ++t) {
+      const Wanted& w = wanted[begin + t];
+      (*result)[w.sequence][w.index] = stats[t];
+      if (logits != nullptr) {
+        std::vector<float>& row = (*logits)[w.sequence][w.index];
+        row.resize(c.vocab_size);
+        DLLM_RETURN_IF_ERROR(
+            backend_->DownloadFloats(*logits_, int64_t{t} * c.vocab_size, std::span<float>(row)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfig(const ModelConfig& c) {
+  if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
+      c.head_dim <= 0 || c.intermediate_size <= 0 || c.vocab_size <= 0) {
+    return absl::InvalidArgumentError("model config: sizes must be positive");
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: ", c.num_kv_heads, " kv heads do not divide ", c.num_heads, " heads"));
+  }
+  if (c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: head_dim ", c.head_dim, " must be even for RoPE"));
+  }
+  if (!(c.rope_theta > 0.0f) || !(c.norm_eps > 0.0f)) {
+    return absl::InvalidArgumentError("model config: rope_theta and norm_eps must be positive");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelConfig& config,
+                                                                 const ModelWeights& weights,
+                                                                 Backend* backend) {
+  if (backend == nullptr) return absl::InvalidArgumentError("Transformer::Create: no backend");
+  DLLM_RETURN_IF_ERROR(ValidateConfig(config));
+  auto t = std::make_unique<TransformerImpl>(config, backend);
+  DLLM_RETURN_IF_ERROR(t->Upload(weights));
+  return std::unique_ptr<Transformer>(std::move(t));
+}
+
+absl::Status ForwardWithLogits(Transformer& transformer, const StepBatch& batch,
+                               DebugLogitsRows mode, StepResult* result, Logits* logits) {
+  auto* impl = dynamic_cast<TransformerImpl*>(&transformer);
+  if (impl == nullptr) {
+    return absl::UnimplementedError("ForwardWithLogits needs a Transformer::Create transformer");
+  }
+  const bool shift = mode == DebugLogitsRows::kPredicted && transformer.config().shift_logits;
+  return impl->Run(batch, shift, result, logits);
+}
+
+}  // namespace dllm
