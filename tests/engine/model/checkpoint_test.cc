@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "engine/model/float16.h"
+#include "nlohmann/json.hpp"
 #include "tests/engine/model/safetensors_fixture.h"
 
 namespace dllm {
@@ -16,6 +18,7 @@ using testing::F32Bytes;
 using testing::FixtureTensor;
 using testing::MakeTempDir;
 using testing::WriteSafetensors;
+using Json = nlohmann::json;
 
 bool Contains(const absl::Status& s, std::string_view text) {
   return std::string(s.message()).find(text) != std::string::npos;
@@ -63,6 +66,148 @@ TEST_CASE("Checkpoint reports a folder without weights", "[checkpoint]") {
   auto none = Checkpoint::Open((dir / "does_not_exist").string());
   REQUIRE(!none.ok());
   CHECK(Contains(none.status(), "does_not_exist"));
+  fs::remove_all(dir);
+}
+
+// Message of a failed Open, with the parts it must mention checked.
+void CheckOpenError(const fs::path& dir, std::initializer_list<std::string> parts) {
+  auto ckpt = Checkpoint::Open(dir.string());
+  REQUIRE(!ckpt.ok());
+  const std::string message(ckpt.status().message());
+  INFO(message);
+  for (const std::string& part : parts) CHECK(message.find(part) != std::string::npos);
+}
+
+TEST_CASE("Checkpoint reads an independently written file exactly", "[checkpoint]") {
+  // mixed.safetensors and its expected fp32 bits come from torch (make_fixtures.py).
+  const fs::path data = fs::path(DLLM_TEST_DATA_DIR) / "safetensors";
+  std::ifstream in(data / "mixed.expected.json");
+  REQUIRE(in.good());
+  const Json expected = Json::parse(in);
+  auto ckpt = Checkpoint::OpenFile((data / "mixed.safetensors").string());
+  if (!ckpt.ok()) FAIL(std::string(ckpt.status().message()));
+  CHECK((*ckpt)->TensorNames().size() == expected.size());
+  for (const auto& [name, want] : expected.items()) {
+    INFO(name);
+    auto view = (*ckpt)->Get(name);
+    REQUIRE(view.ok());
+    CHECK(DTypeName(view->dtype) == want["dtype"].get<std::string>());
+    CHECK(view->shape == want["shape"].get<std::vector<int64_t>>());
+    std::vector<float> values;
+    view->ToFloat(&values);
+    std::vector<uint32_t> bits;
+    for (float v : values) bits.push_back(BitsFromFloat(v));
+    CHECK(bits == want["f32_bits"].get<std::vector<uint32_t>>());
+    CHECK(view->NumElements() == static_cast<int64_t>(values.size()));
+    CHECK(view->bytes.size() == values.size() * DTypeSize(view->dtype));
+  }
+}
+
+TEST_CASE("Checkpoint rejects unsupported dtypes naming file and tensor", "[checkpoint]") {
+  const fs::path data = fs::path(DLLM_TEST_DATA_DIR) / "safetensors";
+  for (const char* file : {"unsupported_i8.safetensors", "unsupported_f64.safetensors"}) {
+    auto ckpt = Checkpoint::OpenFile((data / file).string());
+    REQUIRE(!ckpt.ok());
+    const std::string message(ckpt.status().message());
+    INFO(message);
+    CHECK(message.find(file) != std::string::npos);
+    CHECK(message.find("'w'") != std::string::npos);
+    CHECK(message.find("not supported") != std::string::npos);
+  }
+}
+
+TEST_CASE("Checkpoint opens a sharded folder with layers split across shards", "[checkpoint]") {
+  const fs::path dir = MakeTempDir("ckpt_sharded");
+  testing::TinyModelSpec spec;
+  spec.shards = 3;
+  const auto written = testing::WriteTinyModel(dir, spec);
+  auto ckpt = Checkpoint::Open(dir.string());
+  if (!ckpt.ok()) FAIL(std::string(ckpt.status().message()));
+  CHECK((*ckpt)->TensorNames().size() == written.size());
+  for (const auto& [name, tensor] : written) {
+    auto view = (*ckpt)->Get(name);
+    REQUIRE(view.ok());
+    CHECK(view->shape == tensor.shape);
+    CHECK(std::vector<uint8_t>(view->bytes.begin(), view->bytes.end()) == tensor.bytes);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Checkpoint index errors are clear", "[checkpoint]") {
+  const fs::path dir = MakeTempDir("ckpt_index");
+  testing::TinyModelSpec spec;
+  spec.shards = 2;
+  testing::WriteTinyModel(dir, spec);
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  std::ifstream in(index_path);
+  const Json index = Json::parse(in);
+  in.close();
+  auto write_index = [&](const Json& j) { testing::WriteBytes(index_path, j.dump()); };
+
+  SECTION("missing shard file") {
+    fs::remove(dir / "model-00002-of-00002.safetensors");
+    CheckOpenError(dir, {"model-00002-of-00002.safetensors", "not found"});
+  }
+  SECTION("tensor listed in the index but absent from its shard") {
+    Json j = index;
+    j["weight_map"]["model.transformer.blocks.7.q_proj.weight"] =
+        "model-00001-of-00002.safetensors";
+    write_index(j);
+    CheckOpenError(dir, {"model.transformer.blocks.7.q_proj.weight",
+                         "model-00001-of-00002.safetensors", "not present"});
+  }
+  SECTION("tensor attributed to the wrong shard") {
+    Json j = index;
+    j["weight_map"]["model.transformer.wte.weight"] = "model-00002-of-00002.safetensors";
+    write_index(j);
+    CheckOpenError(dir, {"model.transformer.wte.weight", "model-00002-of-00002.safetensors"});
+  }
+  SECTION("invalid JSON") {
+    testing::WriteBytes(index_path, "{\"weight_map\": {");
+    CheckOpenError(dir, {"model.safetensors.index.json", "invalid JSON"});
+  }
+  SECTION("weight_map missing, empty or malformed") {
+    write_index(Json{{"metadata", Json::object()}});
+    CheckOpenError(dir, {"model.safetensors.index.json", "weight_map"});
+    write_index(Json{{"weight_map", Json::object()}});
+    CheckOpenError(dir, {"weight_map", "empty"});
+    write_index(Json{{"weight_map", {{"a", 3}}}});
+    CheckOpenError(dir, {"'a'", "file name"});
+    write_index(Json::array());
+    CheckOpenError(dir, {"model.safetensors.index.json", "object"});
+  }
+  SECTION("shard paths outside the folder") {
+    for (const char* shard : {"../model.safetensors", "/etc/passwd", "", "a/../../b"}) {
+      write_index(Json{{"weight_map", {{"a", shard}}}});
+      CheckOpenError(dir, {"'a'", "relative path"});
+    }
+  }
+  SECTION("corrupt shard names the shard and tensor") {
+    const fs::path shard = dir / "model-00001-of-00002.safetensors";
+    fs::resize_file(shard, fs::file_size(shard) - 3);
+    CheckOpenError(dir, {"model-00001-of-00002.safetensors", "past the data section"});
+  }
+  SECTION("shard is a directory") {
+    fs::remove(dir / "model-00002-of-00002.safetensors");
+    fs::create_directory(dir / "model-00002-of-00002.safetensors");
+    CheckOpenError(dir, {"model-00002-of-00002.safetensors", "not a regular file"});
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Checkpoint errors for corrupt single files name the file", "[checkpoint]") {
+  const fs::path dir = MakeTempDir("ckpt_corrupt");
+  const fs::path file = dir / "model.safetensors";
+  testing::WriteBytes(file, "");
+  CheckOpenError(dir, {file.string(), "too short"});
+  testing::WriteRawSafetensors(
+      file, "{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}", "ab");
+  CheckOpenError(dir, {file.string(), "'w'", "I8"});
+  testing::WriteRawSafetensors(file, "{}", "", 1000);
+  CheckOpenError(dir, {file.string(), "1000"});
+  auto missing = Checkpoint::OpenFile((dir / "nope.safetensors").string());
+  REQUIRE(!missing.ok());
+  CHECK(absl::IsNotFound(missing.status()));
   fs::remove_all(dir);
 }
 
