@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(WmmaAttn<D>::kThreads)
     __syncthreads();
     if (!warp_active) continue;
 
-    // S[16, 64] = Q_w · K_tileᵀ. K stored [key][dim] is Kᵀ in column-major order.
+      // S[16, 64] = Q_w · K_tileᵀ. K stored [key][dim] is Kᵀ in column-major order.
 #pragma unroll
     for (int j = 0; j < C::kKeys / 16; ++j) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> s_frag;
@@ -258,8 +258,8 @@ __global__ void __launch_bounds__(kGenericTileRows)
     kmath::OnlineSoftmaxAdd(&state, kmath::MulRn(dot, p.scale), &rescale, &weight);
     const uint16_t* vn = v_plane + static_cast<int64_t>(n) * kv_width + kv_offset;
     for (int i = 0; i < d; ++i) {
-      acc[i] = kmath::AddRn(kmath::MulRn(acc[i], rescale),
-                            kmath::MulRn(weight, Bf16BitsToFloat(vn[i])));
+      acc[i] =
+          kmath::AddRn(kmath::MulRn(acc[i], rescale), kmath::MulRn(weight, Bf16BitsToFloat(vn[i])));
     }
   }
   const float inv = state.sum > 0.0f ? 1.0f / state.sum : 0.0f;
@@ -282,12 +282,11 @@ bool AttentionSupportsHeadDim(int head_dim) {
 }
 
 cudaError_t InitKernelAttributes() {
-  cudaError_t err = cudaFuncSetAttribute(AttentionWmmaKernel<64>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         WmmaAttn<64>::kSmemBytes);
+  cudaError_t err =
+      cudaFuncSetAttribute(AttentionWmmaKernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           WmmaAttn<64>::kSmemBytes);
   if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(AttentionWmmaKernel<128>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+  err = cudaFuncSetAttribute(AttentionWmmaKernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              WmmaAttn<128>::kSmemBytes);
   if (err != cudaSuccess) return err;
   return cudaFuncSetAttribute(AttentionGenericKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -306,7 +305,7 @@ cudaError_t LaunchAttention(const uint16_t* q, const SeqDesc* seqs, const AttnTi
     } else {
       AttentionWmmaKernel<128>
           <<<grid, WmmaAttn<128>::kThreads, WmmaAttn<128>::kSmemBytes, stream>>>(q, seqs, tiles,
-                                                                                params, out);
+                                                                                 params, out);
     }
   } else {
     const size_t smem = static_cast<size_t>(kGenericTileRows) * params.head_dim * sizeof(float);

@@ -32,20 +32,20 @@ inline absl::Status CublasStatus(cublasStatus_t st, const char* what) {
 
 // Evaluates a CUDA runtime call (or a launcher returning cudaError_t) and returns an
 // absl::Status from the enclosing function when it failed.
-#define DLLM_CUDA_RETURN_IF_ERROR(expr)                                         \
-  do {                                                                          \
-    const cudaError_t dllm_cuda_err_ = (expr);                                  \
-    if (dllm_cuda_err_ != cudaSuccess) {                                        \
-      return ::dllm::cuda::CudaStatus(dllm_cuda_err_, #expr);                   \
-    }                                                                           \
+#define DLLM_CUDA_RETURN_IF_ERROR(expr)                       \
+  do {                                                        \
+    const cudaError_t dllm_cuda_err_ = (expr);                \
+    if (dllm_cuda_err_ != cudaSuccess) {                      \
+      return ::dllm::cuda::CudaStatus(dllm_cuda_err_, #expr); \
+    }                                                         \
   } while (0)
 
-#define DLLM_CUBLAS_RETURN_IF_ERROR(expr)                                       \
-  do {                                                                          \
-    const cublasStatus_t dllm_cublas_st_ = (expr);                              \
-    if (dllm_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                             \
-      return ::dllm::cuda::CublasStatus(dllm_cublas_st_, #expr);                \
-    }                                                                           \
+#define DLLM_CUBLAS_RETURN_IF_ERROR(expr)                        \
+  do {                                                           \
+    const cublasStatus_t dllm_cublas_st_ = (expr);               \
+    if (dllm_cublas_st_ != CUBLAS_STATUS_SUCCESS) {              \
+      return ::dllm::cuda::CublasStatus(dllm_cublas_st_, #expr); \
+    }                                                            \
   } while (0)
 
 #endif  // DLLM_ENGINE_BACKEND_CUDA_CUDA_CHECK_H_

@@ -198,8 +198,7 @@ struct IdSelectState {
   int done = 0;
 };
 
-DLLM_HD inline void IdRadixStep(const uint32_t* count, uint32_t need, int level,
-                                IdSelectState* s) {
+DLLM_HD inline void IdRadixStep(const uint32_t* count, uint32_t need, int level, IdSelectState* s) {
   for (int b = 0; b < kRadixBins; ++b) {
     if (count[b] == 0) continue;
     if (s->count_below + count[b] < need) {

@@ -74,8 +74,8 @@ cudaError_t InitKernelAttributes();
 cudaError_t LaunchGatherRows(const uint16_t* src, int64_t src_rows, int cols,
                              const int32_t* row_indices, int rows, uint16_t* dst,
                              cudaStream_t stream);
-cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight,
-                          float eps, uint16_t* out, cudaStream_t stream);
+cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight, float eps,
+                          uint16_t* out, cudaStream_t stream);
 cudaError_t LaunchRope(uint16_t* x, int rows, int heads, int head_dim, const int32_t* positions,
                        float theta, bool bf16_rounded, cudaStream_t stream);
 cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t* positions,
@@ -84,8 +84,8 @@ cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t*
 cudaError_t LaunchAttention(const uint16_t* q, const SeqDesc* seqs, const AttnTile* tiles,
                             int num_tiles, const AttnParams& params, uint16_t* out,
                             cudaStream_t stream);
-cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements,
-                         uint16_t* out, cudaStream_t stream);
+cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements, uint16_t* out,
+                         cudaStream_t stream);
 cudaError_t LaunchAdd(const uint16_t* x, int64_t elements, uint16_t* y, cudaStream_t stream);
 cudaError_t LaunchLogitsStats(const uint16_t* logits, int vocab, const RowRequestDesc* requests,
                               int rows, DeviceRowStats* out, cudaStream_t stream);

@@ -87,8 +87,8 @@ __global__ void RmsNormKernel(const uint16_t* x, int cols, const uint16_t* __res
     }
   } else {
     for (int i = threadIdx.x; i < cols; i += blockDim.x) {
-      const float y = kmath::RmsNormElementBf16(Bf16BitsToFloat(in[i]), inv_rms,
-                                                Bf16BitsToFloat(weight[i]));
+      const float y =
+          kmath::RmsNormElementBf16(Bf16BitsToFloat(in[i]), inv_rms, Bf16BitsToFloat(weight[i]));
       o[i] = FloatToBf16Bits(y);
     }
   }
@@ -177,8 +177,8 @@ __global__ void SwiGluKernel(const uint16_t* gate, const uint16_t* up, int64_t e
     StoreVec8(out + 8 * i, y);
   }
   for (int64_t i = 8 * vecs + first; i < elements; i += stride) {
-    out[i] = FloatToBf16Bits(
-        kmath::SwiGluElementBf16(Bf16BitsToFloat(gate[i]), Bf16BitsToFloat(up[i])));
+    out[i] =
+        FloatToBf16Bits(kmath::SwiGluElementBf16(Bf16BitsToFloat(gate[i]), Bf16BitsToFloat(up[i])));
   }
 }
 
@@ -205,11 +205,10 @@ constexpr uint32_t kRngDomainInit = 0x696e6974u;  // "init"
 __global__ void RandomBf16Kernel(uint16_t* dst, int64_t elements, uint64_t seed, float scale,
                                  float offset) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       b * 4 < elements; b += stride) {
-    const Philox4x32 r =
-        CounterRandomBlock(seed, static_cast<int32_t>(b & 0xffffffff),
-                           static_cast<int32_t>(b >> 32), 0u, kRngDomainInit);
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b * 4 < elements;
+       b += stride) {
+    const Philox4x32 r = CounterRandomBlock(seed, static_cast<int32_t>(b & 0xffffffff),
+                                            static_cast<int32_t>(b >> 32), 0u, kRngDomainInit);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int64_t i = b * 4 + e;
@@ -239,8 +238,8 @@ cudaError_t LaunchGatherRows(const uint16_t* src, int64_t src_rows, int cols,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight,
-                          float eps, uint16_t* out, cudaStream_t stream) {
+cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight, float eps,
+                          uint16_t* out, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   RmsNormKernel<<<rows, kRowThreads, 0, stream>>>(x, cols, weight, eps, out);
   return cudaGetLastError();
@@ -251,7 +250,7 @@ cudaError_t LaunchRope(uint16_t* x, int rows, int heads, int head_dim, const int
   const int64_t work = static_cast<int64_t>(rows) * heads * (head_dim / 2);
   if (work <= 0) return cudaSuccess;
   RopeKernel<<<FlatBlocks(work), kFlatThreads, 0, stream>>>(x, rows, heads, head_dim, positions,
-                                                             theta, bf16_rounded);
+                                                            theta, bf16_rounded);
   return cudaGetLastError();
 }
 
@@ -264,8 +263,8 @@ cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t*
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements,
-                         uint16_t* out, cudaStream_t stream) {
+cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements, uint16_t* out,
+                         cudaStream_t stream) {
   if (elements <= 0) return cudaSuccess;
   SwiGluKernel<<<FlatBlocks((elements + 7) / 8), kFlatThreads, 0, stream>>>(gate, up, elements,
                                                                             out);
@@ -281,8 +280,8 @@ cudaError_t LaunchAdd(const uint16_t* x, int64_t elements, uint16_t* y, cudaStre
 cudaError_t LaunchRandomBf16(uint16_t* dst, int64_t elements, uint64_t seed, float scale,
                              float offset, cudaStream_t stream) {
   if (elements <= 0) return cudaSuccess;
-  RandomBf16Kernel<<<FlatBlocks((elements + 3) / 4), kFlatThreads, 0, stream>>>(
-      dst, elements, seed, scale, offset);
+  RandomBf16Kernel<<<FlatBlocks((elements + 3) / 4), kFlatThreads, 0, stream>>>(dst, elements, seed,
+                                                                                scale, offset);
   return cudaGetLastError();
 }
 

@@ -21,6 +21,9 @@ struct LtGemm::Plan {
   }
 };
 
+LtGemm::LtGemm(cudaStream_t stream, const LtGemmOptions& options)
+    : stream_(stream), options_(options) {}
+
 absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(cudaStream_t stream,
                                                        const LtGemmOptions& options) {
   std::unique_ptr<LtGemm> gemm(new LtGemm(stream, options));
@@ -49,10 +52,10 @@ absl::StatusOr<std::unique_ptr<LtGemm::Plan>> LtGemm::MakePlan(int rows, int in_
   DLLM_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
-  DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
+  DLLM_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
+  DLLM_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
   if (bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -78,9 +81,8 @@ absl::StatusOr<std::unique_ptr<LtGemm::Plan>> LtGemm::MakePlan(int rows, int in_
 absl::StatusOr<bool> LtGemm::Heuristic(Plan* plan, cublasLtMatmulAlgo_t* algo) {
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a,
-                                                             plan->b, plan->c, plan->c,
-                                                             preference_, 1, &result, &returned));
+  DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, preference_, 1, &result, &returned));
   if (returned < 1 || result.state != CUBLAS_STATUS_SUCCESS) return false;
   *algo = result.algo;
   return true;
@@ -102,9 +104,9 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(int rows, int in_features, int out
     const ShapeKey shape{out_features, in_features, bias, accumulate};
     auto canon = canonical_.find(shape);
     if (canon == canonical_.end()) {
-      absl::StatusOr<std::unique_ptr<Plan>> ref = MakePlan(
-          options_.reference_rows > 0 ? options_.reference_rows : rows, in_features,
-          out_features, bias, accumulate);
+      absl::StatusOr<std::unique_ptr<Plan>> ref =
+          MakePlan(options_.reference_rows > 0 ? options_.reference_rows : rows, in_features,
+                   out_features, bias, accumulate);
       if (!ref.ok()) return ref.status();
       cublasLtMatmulAlgo_t algo{};
       absl::StatusOr<bool> found = Heuristic(ref->get(), &algo);
@@ -149,10 +151,9 @@ absl::Status LtGemm::Run(const void* x, int rows, int in_features, const void* w
   }
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  DLLM_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->desc, &alpha, weight, p->a, x, p->b,
-                                             &beta, y, p->c, y, p->c, &p->algo, workspace_,
-                                             static_cast<size_t>(options_.workspace_bytes),
-                                             stream_));
+  DLLM_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmul(handle_, p->desc, &alpha, weight, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                     &p->algo, workspace_, static_cast<size_t>(options_.workspace_bytes), stream_));
   return absl::OkStatus();
 }
 

@@ -48,17 +48,17 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // All pointers are device bf16; bias may be null.
-  absl::Status Run(const void* x, int rows, int in_features, const void* weight,
-                   int out_features, const void* bias, bool accumulate, void* y);
+  absl::Status Run(const void* x, int rows, int in_features, const void* weight, int out_features,
+                   const void* bias, bool accumulate, void* y);
 
   int64_t invariance_fallbacks() const { return invariance_fallbacks_; }
 
  private:
   struct Plan;
-  using ShapeKey = std::tuple<int, int, bool, bool>;          // out, in, bias, accumulate
-  using PlanKey = std::tuple<int, int, int, bool, bool>;      // out, in, rows, bias, accumulate
+  using ShapeKey = std::tuple<int, int, bool, bool>;      // out, in, bias, accumulate
+  using PlanKey = std::tuple<int, int, int, bool, bool>;  // out, in, rows, bias, accumulate
 
-  LtGemm(cudaStream_t stream, const LtGemmOptions& options) : stream_(stream), options_(options) {}
+  LtGemm(cudaStream_t stream, const LtGemmOptions& options);
   absl::StatusOr<Plan*> GetPlan(int rows, int in_features, int out_features, bool bias,
                                 bool accumulate);
   absl::StatusOr<std::unique_ptr<Plan>> MakePlan(int rows, int in_features, int out_features,

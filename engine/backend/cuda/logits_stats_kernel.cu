@@ -78,9 +78,7 @@ __device__ __forceinline__ void MergeInto(kmath::EntropyState* a, const kmath::E
 __device__ __forceinline__ void MergeInto(kmath::Top2* a, const kmath::Top2& b) {
   kmath::Top2Merge(a, b);
 }
-__device__ __forceinline__ void MergeInto(GumbelBest* a, const GumbelBest& b) {
-  GumbelMerge(a, b);
-}
+__device__ __forceinline__ void MergeInto(GumbelBest* a, const GumbelBest& b) { GumbelMerge(a, b); }
 
 // Fixed-tree block reduction; every thread gets the result. `scratch` holds 32 values.
 // Lanes whose shuffle source is out of range merge garbage, but lane 0's chain only ever
@@ -144,7 +142,8 @@ __global__ void __launch_bounds__(kStatsThreads)
 
   const uint16_t* x = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const RowRequestDesc rq = requests[blockIdx.x];
-  const uint64_t seed = static_cast<uint64_t>(rq.seed_lo) | (static_cast<uint64_t>(rq.seed_hi) << 32);
+  const uint64_t seed =
+      static_cast<uint64_t>(rq.seed_lo) | (static_cast<uint64_t>(rq.seed_hi) << 32);
   const float temperature = rq.temperature;
   const bool sample = temperature > 0.0f;
   const bool top_k_on = rq.top_k > 0 && rq.top_k < vocab;
@@ -177,9 +176,8 @@ __global__ void __launch_bounds__(kStatsThreads)
       ForEachLogit(x, vocab, [&](int, float v) { z_max = fmaxf(z_max, z_of(v)); });
       z_max = BlockMax(z_max, float_scratch);
       float z_sum = 0.0f;
-      ForEachLogit(x, vocab, [&](int, float v) {
-        z_sum = kmath::AddRn(z_sum, expf(z_of(v) - z_max));
-      });
+      ForEachLogit(x, vocab,
+                   [&](int, float v) { z_sum = kmath::AddRn(z_sum, expf(z_of(v) - z_max)); });
       z_sum = BlockSum(z_sum, float_scratch);
       const uint64_t threshold = cuda_index::MassToFixed(rq.top_p);
       if (threadIdx.x == 0) top_p_state = cuda_index::TopPState();
@@ -259,8 +257,8 @@ __global__ void __launch_bounds__(kStatsThreads)
 
     best = GumbelBest();
     ForEachLogit(x, vocab, [&](int id, float v) {
-      if (!keep_all &&
-          !cuda_index::KeptByThreshold(cuda_index::OrderedKey(z_of(v)), id, threshold_key, id_cut)) {
+      if (!keep_all && !cuda_index::KeptByThreshold(cuda_index::OrderedKey(z_of(v)), id,
+                                                    threshold_key, id_cut)) {
         return;
       }
       const float u = cuda_index::UniformForId(seed, rq.position, rq.step, id);
