@@ -178,9 +178,15 @@ function policyErrors(objs, overlay) {
     if (sc.readOnlyRootFilesystem !== true) errs.push(`container ${ctr.name}: readOnlyRootFilesystem must be true`);
     if (sc.allowPrivilegeEscalation !== false) errs.push(`container ${ctr.name}: allowPrivilegeEscalation must be false`);
   }
+  // Native gRPC probes, or (TLS on the gRPC port) the image's grpc.health.v1 healthcheck.
+  const tls = (c.env ?? []).some((e) => e.name === "DLLM_HEALTH_TLS");
   for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
-    if (!c[probe]?.grpc) errs.push(`${probe} must be a native gRPC probe (grpc.health.v1)`);
-    else if (c[probe].grpc.port !== ports.get("grpc")) errs.push(`${probe} must probe the grpc port`);
+    if (c[probe]?.grpc) {
+      if (c[probe].grpc.port !== ports.get("grpc")) errs.push(`${probe} must probe the grpc port`);
+      if (tls) errs.push(`${probe}: the kubelet's gRPC probe cannot speak TLS`);
+    } else if (c[probe]?.exec?.command?.[0] === "/opt/dllm/bin/healthcheck") {
+      if (!tls && !overlay.includes("tls")) errs.push(`${probe}: use the native gRPC probe when TLS is off`);
+    } else errs.push(`${probe} must be a gRPC health probe (native grpc or /opt/dllm/bin/healthcheck)`);
   }
   const startupBudget = (c.startupProbe?.periodSeconds ?? 10) * (c.startupProbe?.failureThreshold ?? 3);
   if (startupBudget < 300) errs.push(`startupProbe allows only ${startupBudget}s for model load (want >= 300s)`);
