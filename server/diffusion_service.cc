@@ -296,12 +296,23 @@ DiffusionService::DiffusionService(const ServerConfig& config, const TokenAuthen
                                    ServerMetrics* metrics, Logger* logger)
     : config_(config), auth_(auth), metrics_(metrics), logger_(logger) {}
 
-void DiffusionService::AttachEngine(Engine* engine) {
+absl::Status DiffusionService::AttachEngine(Engine* engine) {
   RequestDefaults defaults =
       ResolveRequestDefaults(engine->model_info(), config_.decoding, config_.cache);
+  v1::GenerateRequest probe;
+  probe.set_prompt("x");
+  absl::StatusOr<GenerationRequest> mapped =
+      ToGenerationRequest(probe, defaults, config_.limits, engine->model_info());
+  if (!mapped.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the default request violates the configured limits (set the default in "
+                     "the config's decoding:/cache: section or raise the limit): ",
+                     mapped.status().message()));
+  }
   absl::MutexLock lock(&mu_);
   engine_ = engine;
   defaults_ = defaults;
+  return absl::OkStatus();
 }
 
 void DiffusionService::SetDraining() {

@@ -37,8 +37,10 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
                    ServerMetrics* metrics, Logger* logger);
 
   // Makes `engine` (not owned) serve calls; resolves the effective request defaults from
-  // its ModelInfo and the configured defaults.
-  void AttachEngine(Engine* engine);
+  // its ModelInfo and the configured defaults. FAILED_PRECONDITION (and the engine is not
+  // attached) when those defaults violate the configured limits, since every request that
+  // leaves the field unset would then fail.
+  absl::Status AttachEngine(Engine* engine);
   // From now on new calls fail with UNAVAILABLE; requests the engine cancels because the
   // drain timed out end with UNAVAILABLE too (so clients know to retry elsewhere).
   void SetDraining();

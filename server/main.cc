@@ -152,7 +152,10 @@ int Run(int argc, char** argv, const sigset_t& stop_signals) {
     }
     logger.Info("warmup_done", {{"ms", absl::ToDoubleMilliseconds(absl::Now() - warm_start)}});
   }
-  service.AttachEngine(engine->get());
+  if (absl::Status st = service.AttachEngine(engine->get()); !st.ok()) {
+    server->Shutdown(std::chrono::system_clock::now());
+    return fail("config", st);
+  }
   health->SetServingStatus(true);
   logger.Info("serving", {{"port", int64_t{selected_port}}});
 

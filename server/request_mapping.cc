@@ -298,8 +298,7 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   if (!(k.entropy_threshold >= 0.0f) || !std::isfinite(k.entropy_threshold)) {
     return Invalid("cache.entropy_threshold", absl::StrCat(k.entropy_threshold, " must be >= 0"));
   }
-  DLLM_RETURN_IF_ERROR(
-      InRange("cache.recent_k", k.recent_k, 0, limits.max_new_tokens, "limits.max_new_tokens"));
+  if (k.recent_k < 0) return Invalid("cache.recent_k", absl::StrCat(k.recent_k, " must be >= 0"));
   DLLM_RETURN_IF_ERROR(InRange("cache.refresh_interval", k.refresh_interval, 1, limits.max_steps,
                                "limits.max_steps"));
 

@@ -1,0 +1,87 @@
+// Command-line options of dllm-client.
+//
+//   dllm-client <generate|stream|tokenize|info|health|load> [options] [PROMPT]
+//
+// Connection: --address HOST:PORT (default localhost:50051), --tls, --ca FILE (server CA,
+// implies --tls), --cert FILE --key FILE (client certificate for mutual TLS), --server-name
+// NAME (TLS name override), --token TOKEN | --token-file FILE (else env DLLM_TOKEN),
+// --timeout SECONDS (call deadline), --json (machine-readable output).
+// Input: PROMPT or --prompt TEXT, --chat TEXT (user message) with optional --system TEXT,
+// --ids 1,2,3. Generation: --max-new-tokens, --schedule block|timestep|window, --remasking
+// low_confidence|random|origin|maskgit_plus|topk_margin|entropy, --steps, --block-length,
+// --window, --threshold, --temperature, --top-k, --top-p, --seed, --eps, --alg-temp,
+// --cache none|entropy|dual|interval, --entropy-threshold, --recent-k, --refresh-interval,
+// --request-id. Stream: --canvas-every N, --show-canvas, --cancel-after N (cancel after N
+// committed deltas). Health: --service NAME, --wait SECONDS. Load: --concurrency N,
+// --duration SECONDS or --requests N, --stream.
+#ifndef DLLM_CLIENT_CLIENT_OPTIONS_H_
+#define DLLM_CLIENT_CLIENT_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace dllm::client {
+
+struct ClientOptions {
+  std::string command;
+  // connection
+  std::string address = "localhost:50051";
+  bool tls = false;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string server_name;
+  std::string token;
+  std::string token_file;
+  std::optional<double> timeout_seconds;
+  bool json = false;
+  // input
+  std::optional<std::string> prompt;
+  std::optional<std::string> chat;
+  std::optional<std::string> system;
+  std::optional<std::vector<int32_t>> ids;
+  // generation (unset = server default)
+  std::string request_id;
+  std::optional<int> max_new_tokens;
+  std::optional<std::string> schedule;
+  std::optional<std::string> remasking;
+  std::optional<int> steps;
+  std::optional<int> block_length;
+  std::optional<int> window;
+  std::optional<float> threshold;
+  std::optional<float> temperature;
+  std::optional<int> top_k;
+  std::optional<float> top_p;
+  std::optional<uint64_t> seed;
+  std::optional<float> eps;
+  std::optional<float> alg_temp;
+  std::optional<std::string> cache;
+  std::optional<float> entropy_threshold;
+  std::optional<int> recent_k;
+  std::optional<int> refresh_interval;
+  // stream
+  int canvas_every = 0;
+  bool show_canvas = false;
+  int cancel_after = 0;
+  // health
+  std::string service;
+  double wait_seconds = 0;
+  // load
+  int concurrency = 1;
+  std::optional<double> duration_seconds;
+  std::optional<int> requests;
+  bool stream = false;
+};
+
+// INVALID_ARGUMENT naming the flag on unknown flags or malformed values.
+absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>& args);
+
+const char* ClientUsage();
+
+}  // namespace dllm::client
+
+#endif  // DLLM_CLIENT_CLIENT_OPTIONS_H_

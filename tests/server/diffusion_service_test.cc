@@ -1,0 +1,330 @@
+// Drives DiffusionService over a real gRPC channel on loopback against FakeEngine.
+#include "server/diffusion_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/text_serializer.h>
+
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <thread>
+
+#include "tests/server/fake_engine.h"
+
+namespace dllm {
+namespace {
+
+using testing::FakeEngine;
+
+class Harness {
+ public:
+  explicit Harness(ServerConfig config = {}, int queue_capacity = 64,
+                   absl::Duration step = absl::Milliseconds(1), bool attach = true)
+      : config_(std::move(config)),
+        logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
+        engine_(queue_capacity, step, &metrics_) {
+    auto auth = TokenAuthenticator::Create(config_.auth, [](const std::string& name) {
+      return name == "TEST_TOKENS" ? std::optional<std::string>("secret1,secret2") : std::nullopt;
+    });
+    REQUIRE(auth.ok());
+    auth_ = *std::move(auth);
+    service_ = std::make_unique<DiffusionService>(config_, auth_.get(), &metrics_, &logger_);
+    if (attach) REQUIRE(service_->AttachEngine(&engine_).ok());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    REQUIRE(port != 0);
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = v1::DiffusionLM::NewStub(channel_);
+  }
+  ~Harness() {
+    engine_.Drain(absl::Seconds(5));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+
+  v1::DiffusionLM::Stub& stub() { return *stub_; }
+  FakeEngine& engine() { return engine_; }
+  DiffusionService& service() { return *service_; }
+  std::string log() { return log_.str(); }
+  double RequestsWithStatus(const std::string& code) {
+    prometheus::TextSerializer serializer;
+    std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
+    const std::string prefix = "dllm_requests_total{status=\"" + code + "\"} ";
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+    }
+    return 0;
+  }
+
+ private:
+  ServerConfig config_;
+  std::ostringstream log_;
+  Logger logger_;
+  ServerMetrics metrics_;
+  FakeEngine engine_;
+  std::unique_ptr<TokenAuthenticator> auth_;
+  std::unique_ptr<DiffusionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DiffusionLM::Stub> stub_;
+};
+
+v1::GenerateRequest Prompt(const std::string& text, int tokens) {
+  v1::GenerateRequest r;
+  r.set_prompt(text);
+  r.set_max_new_tokens(tokens);
+  return r;
+}
+
+TEST_CASE("service: unary Generate returns the engine's answer and stats") {
+  Harness h;
+  grpc::ClientContext context;
+  v1::GenerateRequest request = Prompt("abc", 5);
+  request.set_request_id("my-id");
+  v1::GenerateResponse response;
+  grpc::Status status = h.stub().Generate(&context, request, &response);
+  REQUIRE(status.ok());
+  CHECK(response.request_id() == "my-id");
+  CHECK(response.text() == FakeEngine::ExpectedText(5));
+  CHECK(response.token_ids_size() == 5);
+  CHECK(response.finish_reason() == v1::FINISH_REASON_LENGTH);
+  CHECK(response.usage().prompt_tokens() == 3);
+  CHECK(response.usage().generated_tokens() == 5);
+  CHECK(response.cache_stats().steps() == 5);
+  CHECK(response.cache_stats().full_steps() == 3);
+  CHECK(response.cache_stats().refresh_ratio() == Approx(0.6));
+  // The server tokenized the prompt once and handed ids to the engine, no deadline set.
+  const auto submitted = h.engine().submitted();
+  REQUIRE(submitted.size() == 1);
+  CHECK(submitted[0].prompt_ids == std::vector<int32_t>{10 + 'a', 10 + 'b', 10 + 'c'});
+  CHECK_FALSE(submitted[0].prompt_text.has_value());
+  CHECK(submitted[0].deadline == absl::InfiniteFuture());
+  CHECK(h.RequestsWithStatus("OK") == 1);
+  CHECK_THAT(h.log(),
+             Catch::Contains("\"event\":\"request_done\"") && Catch::Contains("\"id\":\"my-id\"") &&
+                 Catch::Contains("\"status\":\"OK\"") && Catch::Contains("\"refresh_ratio\":0.6"));
+}
+
+TEST_CASE("service: stream deltas concatenate to the final text; snapshots arrive") {
+  Harness h;
+  grpc::ClientContext context;
+  v1::GenerateRequest request = Prompt("hi", 8);
+  request.mutable_stream()->set_canvas_every_steps(2);
+  auto reader = h.stub().GenerateStream(&context, request);
+  v1::GenerateStreamResponse message;
+  std::string committed;
+  int deltas = 0, snapshots = 0, finals = 0;
+  std::string final_text;
+  while (reader->Read(&message)) {
+    CHECK(finals == 0);  // the summary is the last message
+    if (message.has_committed()) {
+      committed += message.committed().text();
+      ++deltas;
+    } else if (message.has_canvas()) {
+      CHECK_THAT(message.canvas().text(), Catch::StartsWith(committed.substr(0, 2)));
+      ++snapshots;
+    } else if (message.has_final()) {
+      final_text = message.final().text();
+      ++finals;
+    }
+  }
+  REQUIRE(reader->Finish().ok());
+  CHECK(deltas == 8);
+  CHECK(snapshots >= 1);  // best effort, but this client keeps up
+  CHECK(finals == 1);
+  CHECK(committed == FakeEngine::ExpectedText(8));
+  CHECK(final_text == committed);
+}
+
+TEST_CASE("service: client cancellation mid-stream reaches the engine") {
+  Harness h(ServerConfig{}, 64, absl::Milliseconds(20));
+  grpc::ClientContext context;
+  auto reader = h.stub().GenerateStream(&context, Prompt("x", 200));
+  v1::GenerateStreamResponse message;
+  REQUIRE(reader->Read(&message));
+  context.TryCancel();
+  while (reader->Read(&message)) {
+  }
+  CHECK(reader->Finish().error_code() == grpc::StatusCode::CANCELLED);
+  // The engine saw Cancel and ended the request long before 200 steps.
+  for (int i = 0; i < 200 && h.engine().active() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  CHECK(h.engine().active() == 0);
+  CHECK(h.engine().cancel_calls() >= 1);
+  for (int i = 0; i < 100 && h.RequestsWithStatus("CANCELLED") < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  CHECK(h.RequestsWithStatus("CANCELLED") == 1);
+}
+
+TEST_CASE("service: the call deadline is passed to the engine") {
+  Harness h(ServerConfig{}, 64, absl::Milliseconds(20));
+  grpc::ClientContext context;
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(300);
+  context.set_deadline(deadline);
+  v1::GenerateResponse response;
+  grpc::Status status = h.stub().Generate(&context, Prompt("x", 500), &response);
+  CHECK(status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  const auto submitted = h.engine().submitted();
+  REQUIRE(submitted.size() == 1);
+  // Same instant up to clock conversion and transport rounding.
+  CHECK(absl::AbsDuration(submitted[0].deadline - absl::FromChrono(deadline)) <
+        absl::Milliseconds(50));
+  for (int i = 0; i < 200 && h.engine().active() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  CHECK(h.engine().active() == 0);
+}
+
+TEST_CASE("service: bad requests are INVALID_ARGUMENT naming the field") {
+  ServerConfig config;
+  config.limits.max_new_tokens = 16;
+  config.decoding.max_new_tokens = 8;
+  config.limits.max_prompt_tokens = 4;
+  Harness h(config);
+  auto call = [&](const v1::GenerateRequest& r) {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    return h.stub().Generate(&context, r, &response);
+  };
+  grpc::Status st = call(Prompt("x", 17));
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(st.error_message(), Catch::Contains("limits.max_new_tokens (16)"));
+  st = call(Prompt("too long prompt", 4));
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(st.error_message(), Catch::Contains("limits.max_prompt_tokens (4)"));
+  st = call(v1::GenerateRequest());
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  // Streaming uses the same validation.
+  grpc::ClientContext context;
+  auto reader = h.stub().GenerateStream(&context, Prompt("x", 17));
+  v1::GenerateStreamResponse message;
+  CHECK_FALSE(reader->Read(&message));
+  CHECK(reader->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(h.engine().submitted().empty());
+  CHECK(h.RequestsWithStatus("INVALID_ARGUMENT") == 4);
+}
+
+TEST_CASE("service: bearer tokens are enforced") {
+  ServerConfig config;
+  config.auth.tokens_env = "TEST_TOKENS";
+  Harness h(config);
+  auto call = [&](const char* header) {
+    grpc::ClientContext context;
+    if (header != nullptr) context.AddMetadata("authorization", header);
+    v1::GenerateResponse response;
+    return h.stub().Generate(&context, Prompt("x", 2), &response);
+  };
+  CHECK(call(nullptr).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(call("Bearer wrong").error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(call("Bearer secret2").ok());
+  grpc::ClientContext context;
+  v1::GetModelInfoResponse info;
+  CHECK(h.stub().GetModelInfo(&context, {}, &info).error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(h.RequestsWithStatus("UNAUTHENTICATED") == 2);
+}
+
+TEST_CASE("service: a full engine queue is RESOURCE_EXHAUSTED") {
+  Harness h(ServerConfig{}, /*queue_capacity=*/1, absl::Milliseconds(20));
+  grpc::ClientContext first_context;
+  auto first = h.stub().GenerateStream(&first_context, Prompt("x", 100));
+  v1::GenerateStreamResponse message;
+  REQUIRE(first->Read(&message));  // the first request occupies the only slot
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  grpc::Status st = h.stub().Generate(&context, Prompt("y", 2), &response);
+  CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  first_context.TryCancel();
+  while (first->Read(&message)) {
+  }
+  first->Finish();
+}
+
+TEST_CASE("service: UNAVAILABLE while loading and while draining") {
+  Harness h(ServerConfig{}, 64, absl::Milliseconds(1), /*attach=*/false);
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    grpc::Status st = h.stub().Generate(&context, Prompt("x", 2), &response);
+    CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(st.error_message(), Catch::Contains("loading"));
+  }
+  REQUIRE(h.service().AttachEngine(&h.engine()).ok());
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    CHECK(h.stub().Generate(&context, Prompt("x", 2), &response).ok());
+  }
+  h.service().SetDraining();
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  grpc::Status st = h.stub().Generate(&context, Prompt("x", 2), &response);
+  CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(st.error_message(), Catch::Contains("shutting down"));
+}
+
+TEST_CASE("service: drain lets in-flight requests finish; timed-out ones end UNAVAILABLE") {
+  Harness h(ServerConfig{}, 64, absl::Milliseconds(5));
+  grpc::Status short_status, long_status;
+  std::thread short_call([&] {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    short_status = h.stub().Generate(&context, Prompt("x", 20), &response);
+  });
+  std::thread long_call([&] {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    long_status = h.stub().Generate(&context, Prompt("x", 400), &response);
+  });
+  for (int i = 0; i < 500 && h.engine().active() < 2; ++i) absl::SleepFor(absl::Milliseconds(2));
+  h.service().SetDraining();
+  h.engine().Drain(absl::Milliseconds(500));
+  short_call.join();
+  long_call.join();
+  CHECK(short_status.ok());
+  CHECK(long_status.error_code() == grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_CASE("service: Tokenize and GetModelInfo") {
+  ServerConfig config;
+  config.decoding.block_length = 8;
+  config.limits.max_steps = 77;
+  Harness h(config);
+  grpc::ClientContext context;
+  v1::TokenizeRequest request;
+  request.set_prompt("ab");
+  v1::TokenizeResponse response;
+  REQUIRE(h.stub().Tokenize(&context, request, &response).ok());
+  CHECK(response.token_ids_size() == 2);
+  CHECK(response.token_bytes(1) == "b");
+  CHECK(response.rendered() == "ab");
+
+  grpc::ClientContext info_context;
+  v1::GetModelInfoResponse info;
+  REQUIRE(h.stub().GetModelInfo(&info_context, {}, &info).ok());
+  CHECK(info.family() == "llada");
+  CHECK(info.vocab_size() == 2000);
+  CHECK(info.backend() == "cpu");
+  CHECK(info.default_decoding().block_length() == 8);                // config over model default
+  CHECK(info.default_cache().policy() == v1::CACHE_POLICY_ENTROPY);  // model default
+  CHECK(info.limits().max_steps() == 77);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("service: model defaults that violate the limits are refused at attach time") {
+  ServerConfig config;
+  config.limits.max_block_length = 16;  // FakeEngine's model default is 32
+  Harness h(config, 64, absl::Milliseconds(1), /*attach=*/false);
+  const absl::Status st = h.service().AttachEngine(&h.engine());
+  CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(st.message()), Catch::Contains("decoding.block_length"));
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,117 @@
+#include "server/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+#include <sstream>
+
+namespace dllm {
+namespace {
+
+std::string Scrape(ServerMetrics& m) {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(m.registry()->Collect());
+}
+
+// Value of the first sample line that starts with `series` followed by a space.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  FAIL("series not found: " << series << "\n" << text);
+  return 0;
+}
+
+TEST_CASE("metrics: every contracted name is exported") {
+  ServerMetrics m;
+  const std::string text = Scrape(m);
+  for (const char* name :
+       {"dllm_requests_total", "dllm_request_duration_seconds", "dllm_queue_wait_seconds",
+        "dllm_time_to_first_commit_seconds", "dllm_step_duration_seconds",
+        "dllm_denoise_steps_total", "dllm_full_refresh_steps_total", "dllm_partial_steps_total",
+        "dllm_cache_refresh_ratio", "dllm_decoded_token_entropy", "dllm_rows_per_step",
+        "dllm_batch_size", "dllm_num_requests_running", "dllm_num_requests_waiting",
+        "dllm_kv_cache_usage_ratio", "dllm_generated_tokens_total", "dllm_prompt_tokens_total",
+        "dllm_decision_overhead_seconds_total", "dllm_step_seconds_total"}) {
+    INFO(name);
+    CHECK(text.find(std::string("# TYPE ") + name + " ") != std::string::npos);
+  }
+  CHECK(Sample(text, "dllm_requests_total{status=\"RESOURCE_EXHAUSTED\"}") == 0);
+}
+
+TEST_CASE("metrics: steps, gauges and requests are recorded") {
+  ServerMetrics m;
+  EngineObserver::StepInfo full;
+  full.sequences = 3;
+  full.full_sequences = 1;
+  full.partial_sequences = 2;
+  full.rows = 100;
+  full.seconds = 0.25;
+  full.decision_seconds = 0.01;
+  full.committed_entropies = {0.1f, 2.0f};
+  m.OnStep(full);
+  EngineObserver::StepInfo partial = full;
+  partial.full_sequences = 0;
+  partial.partial_sequences = 3;
+  partial.seconds = 0.5;
+  partial.committed_entropies = {};
+  m.OnStep(partial);
+  m.OnQueue(5, 3, 0.75);
+  m.CountRequest("OK");
+  m.CountRequest("OK");
+  m.CountRequest("UNAUTHENTICATED");
+  GenerationRequest request;
+  FinalEvent final_event;
+  final_event.stats.prompt_tokens = 7;
+  final_event.stats.generated_tokens = 11;
+  final_event.stats.total_seconds = 1.5;
+  final_event.stats.queue_seconds = 0.1;
+  final_event.stats.first_commit_seconds = 0.3;
+  m.OnRequestDone(request, final_event);
+
+  const std::string text = Scrape(m);
+  CHECK(Sample(text, "dllm_requests_total{status=\"OK\"}") == 2);
+  CHECK(Sample(text, "dllm_requests_total{status=\"UNAUTHENTICATED\"}") == 1);
+  CHECK(Sample(text, "dllm_denoise_steps_total") == 6);
+  CHECK(Sample(text, "dllm_full_refresh_steps_total") == 1);
+  CHECK(Sample(text, "dllm_partial_steps_total") == 5);
+  CHECK(Sample(text, "dllm_cache_refresh_ratio") == Approx(1.0 / 6));
+  CHECK(Sample(text, "dllm_step_duration_seconds_count{kind=\"full\"}") == 1);
+  CHECK(Sample(text, "dllm_step_duration_seconds_sum{kind=\"full\"}") == 0.25);
+  CHECK(Sample(text, "dllm_step_duration_seconds_count{kind=\"partial\"}") == 1);
+  CHECK(Sample(text, "dllm_step_seconds_total") == 0.75);
+  CHECK(Sample(text, "dllm_decision_overhead_seconds_total") == Approx(0.02));
+  CHECK(Sample(text, "dllm_decoded_token_entropy_count") == 2);
+  CHECK(Sample(text, "dllm_rows_per_step_sum") == 200);
+  CHECK(Sample(text, "dllm_batch_size_sum") == 6);
+  CHECK(Sample(text, "dllm_num_requests_waiting") == 5);
+  CHECK(Sample(text, "dllm_num_requests_running") == 3);
+  CHECK(Sample(text, "dllm_kv_cache_usage_ratio") == 0.75);
+  CHECK(Sample(text, "dllm_prompt_tokens_total") == 7);
+  CHECK(Sample(text, "dllm_generated_tokens_total") == 11);
+  CHECK(Sample(text, "dllm_request_duration_seconds_sum") == 1.5);
+  CHECK(Sample(text, "dllm_time_to_first_commit_seconds_count") == 1);
+  CHECK(Sample(text, "dllm_queue_wait_seconds_sum") == Approx(0.1));
+}
+
+TEST_CASE("metrics: refresh ratio covers only the last 256 sequence-steps") {
+  ServerMetrics m;
+  EngineObserver::StepInfo full;
+  full.sequences = 1;
+  full.full_sequences = 1;
+  for (int i = 0; i < 300; ++i) m.OnStep(full);
+  CHECK(Sample(Scrape(m), "dllm_cache_refresh_ratio") == 1.0);
+  EngineObserver::StepInfo partial;
+  partial.sequences = 1;
+  partial.partial_sequences = 1;
+  for (int i = 0; i < 64; ++i) m.OnStep(partial);
+  CHECK(Sample(Scrape(m), "dllm_cache_refresh_ratio") == Approx(192.0 / 256));
+  for (int i = 0; i < 256; ++i) m.OnStep(partial);
+  CHECK(Sample(Scrape(m), "dllm_cache_refresh_ratio") == 0.0);
+}
+
+}  // namespace
+}  // namespace dllm

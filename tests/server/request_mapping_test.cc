@@ -1,0 +1,196 @@
+#include "server/request_mapping.h"
+
+#include <catch2/catch.hpp>
+#include <limits>
+
+namespace dllm {
+namespace {
+
+ModelInfo TestModel() {
+  ModelInfo m;
+  m.family = "llada";
+  m.vocab_size = 1000;
+  m.default_decoding.block_length = 32;
+  m.default_decoding.steps = 0;
+  m.default_cache.policy = CachePolicyKind::kEntropy;
+  m.default_cache.recent_k = 16;
+  return m;
+}
+
+v1::GenerateRequest Prompt(const std::string& text) {
+  v1::GenerateRequest r;
+  r.set_prompt(text);
+  return r;
+}
+
+std::string ErrorOf(const v1::GenerateRequest& r, const LimitsSection& limits = {}) {
+  const ModelInfo model = TestModel();
+  absl::StatusOr<GenerationRequest> g =
+      ToGenerationRequest(r, ResolveRequestDefaults(model, {}, {}), limits, model);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(g.status().message());
+}
+
+TEST_CASE("request mapping: request beats config beats model defaults") {
+  const ModelInfo model = TestModel();
+  DecodingDefaults config_decoding;
+  config_decoding.max_new_tokens = 48;
+  config_decoding.block_length = 16;
+  config_decoding.temperature = 0.5f;
+  CacheDefaults config_cache;
+  config_cache.policy = CachePolicyKind::kDual;
+  const RequestDefaults defaults = ResolveRequestDefaults(model, config_decoding, config_cache);
+
+  v1::GenerateRequest r = Prompt("hi");
+  r.mutable_decoding()->set_temperature(0.0f);  // explicitly set to the zero value
+  r.mutable_decoding()->set_schedule(v1::SCHEDULE_WINDOW);
+  r.mutable_cache()->set_recent_k(8);
+  absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->prompt_text == "hi");
+  CHECK(g->max_new_tokens == 48);                    // config
+  CHECK(g->decoding.block_length == 16);             // config
+  CHECK(g->decoding.temperature == 0.0f);            // request (proto3 optional)
+  CHECK(g->decoding.schedule == Schedule::kWindow);  // request
+  CHECK(g->decoding.steps == 0);                     // model
+  CHECK(g->cache.policy == CachePolicyKind::kDual);  // config
+  CHECK(g->cache.recent_k == 8);                     // request
+}
+
+TEST_CASE("request mapping: inputs") {
+  const ModelInfo model = TestModel();
+  const RequestDefaults defaults = ResolveRequestDefaults(model, {}, {});
+  v1::GenerateRequest chat;
+  auto* m = chat.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hello");
+  absl::StatusOr<GenerationRequest> g = ToGenerationRequest(chat, defaults, {}, model);
+  REQUIRE(g.ok());
+  REQUIRE(g->messages.size() == 1);
+  CHECK(g->messages[0].content == "hello");
+
+  v1::GenerateRequest ids;
+  ids.mutable_token_ids()->add_ids(5);
+  ids.mutable_token_ids()->add_ids(999);
+  g = ToGenerationRequest(ids, defaults, {}, model);
+  REQUIRE(g.ok());
+  CHECK(g->prompt_ids == std::vector<int32_t>{5, 999});
+}
+
+TEST_CASE("request mapping: every bad field is named with its bound") {
+  LimitsSection limits;
+  limits.max_new_tokens = 100;
+  limits.max_steps = 50;
+  limits.max_block_length = 40;
+  limits.max_window = 40;
+  limits.max_temperature = 1.5f;
+  limits.max_prompt_tokens = 3;
+  limits.allowed_cache_policies = {CachePolicyKind::kNone, CachePolicyKind::kEntropy};
+
+  CHECK_THAT(ErrorOf(v1::GenerateRequest()), Catch::Contains("input: one of prompt"));
+  CHECK_THAT(ErrorOf(Prompt("")), Catch::Contains("prompt: must not be empty"));
+  v1::GenerateRequest r = Prompt("x");
+  r.set_max_new_tokens(101);
+  CHECK_THAT(ErrorOf(r, limits),
+             Catch::Contains("max_new_tokens: 101 exceeds limits.max_new_tokens (100)"));
+  r.set_max_new_tokens(0);
+  CHECK_THAT(ErrorOf(r, limits), Catch::Contains("max_new_tokens"));
+
+  auto with = [](auto edit) {
+    v1::GenerateRequest q = Prompt("x");
+    edit(q);
+    return q;
+  };
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_steps(51); }), limits),
+             Catch::Contains("decoding.steps: 51 exceeds limits.max_steps (50)"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_steps(-1); }), limits),
+             Catch::Contains("decoding.steps"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_block_length(41); }), limits),
+             Catch::Contains("decoding.block_length: 41 exceeds limits.max_block_length (40)"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_window(41); }), limits),
+             Catch::Contains("decoding.window"));
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) { q.mutable_decoding()->set_confidence_threshold(1.5f); }), limits),
+      Catch::Contains("decoding.confidence_threshold"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_temperature(2.0f); }), limits),
+             Catch::Contains("decoding.temperature: 2 exceeds limits.max_temperature (1.5)"));
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) {
+                q.mutable_decoding()->set_temperature(std::numeric_limits<float>::quiet_NaN());
+              }),
+              limits),
+      Catch::Contains("decoding.temperature"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_top_k(1001); }), limits),
+             Catch::Contains("decoding.top_k"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_top_p(0.0f); }), limits),
+             Catch::Contains("decoding.top_p"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_eps(1.0f); }), limits),
+             Catch::Contains("decoding.eps"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_decoding()->set_alg_temp(-1.0f); }), limits),
+             Catch::Contains("decoding.alg_temp"));
+  CHECK_THAT(ErrorOf(with([](auto& q) {
+                       q.mutable_decoding()->set_schedule(static_cast<v1::Schedule>(42));
+                     }),
+                     limits),
+             Catch::Contains("decoding.schedule"));
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) { q.mutable_cache()->set_policy(v1::CACHE_POLICY_DUAL); }), limits),
+      Catch::Contains("cache.policy: 'dual' is not in limits.allowed_cache_policies"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_entropy_threshold(-1); }), limits),
+             Catch::Contains("cache.entropy_threshold"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_recent_k(-1); }), limits),
+             Catch::Contains("cache.recent_k"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_refresh_interval(0); }), limits),
+             Catch::Contains("cache.refresh_interval"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_stream()->set_canvas_every_steps(-2); }), limits),
+             Catch::Contains("stream.canvas_every_steps"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.set_request_id(std::string(200, 'a')); }), limits),
+             Catch::Contains("request_id"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.set_request_id("a b"); }), limits),
+             Catch::Contains("request_id"));
+
+  v1::GenerateRequest ids;
+  ids.mutable_token_ids()->add_ids(1);
+  ids.mutable_token_ids()->add_ids(1000);
+  CHECK_THAT(ErrorOf(ids, limits),
+             Catch::Contains("token_ids.ids[1]: id 1000 is outside [0, vocab_size=1000)"));
+  ids.mutable_token_ids()->add_ids(1);
+  ids.mutable_token_ids()->add_ids(1);
+  CHECK_THAT(ErrorOf(ids, limits), Catch::Contains("limits.max_prompt_tokens (3)"));
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_token_ids(); }), limits),
+             Catch::Contains("token_ids.ids: must not be empty"));
+
+  v1::GenerateRequest chat;
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_chat(); }), limits),
+             Catch::Contains("chat.messages: at least one message"));
+  auto* m = chat.mutable_chat()->add_messages();
+  m->set_role("robot");
+  CHECK_THAT(ErrorOf(chat, limits), Catch::Contains("chat.messages[0].role: 'robot'"));
+}
+
+TEST_CASE("request mapping: prompt length check") {
+  LimitsSection limits;
+  limits.max_prompt_tokens = 4;
+  CHECK(CheckPromptLength(4, limits).ok());
+  CHECK_THAT(std::string(CheckPromptLength(5, limits).message()),
+             Catch::Contains("prompt is 5 tokens, exceeds limits.max_prompt_tokens (4)"));
+}
+
+TEST_CASE("request mapping: enum round trips") {
+  for (Schedule s : {Schedule::kBlock, Schedule::kTimestep, Schedule::kWindow}) {
+    CHECK(FromProto(ToProto(s)) == s);
+  }
+  for (Remasking r : {Remasking::kLowConfidence, Remasking::kRandom, Remasking::kOrigin,
+                      Remasking::kMaskgitPlus, Remasking::kTopkMargin, Remasking::kEntropy}) {
+    CHECK(FromProto(ToProto(r)) == r);
+  }
+  for (CachePolicyKind p : {CachePolicyKind::kNone, CachePolicyKind::kEntropy,
+                            CachePolicyKind::kDual, CachePolicyKind::kInterval}) {
+    CHECK(FromProto(ToProto(p)) == p);
+  }
+  CHECK_FALSE(FromProto(v1::SCHEDULE_UNSPECIFIED).has_value());
+}
+
+}  // namespace
+}  // namespace dllm
