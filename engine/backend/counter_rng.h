@@ -49,10 +49,11 @@ DLLM_HD inline Philox4x32 Philox4x32_10(Philox4x32 counter, uint32_t key0, uint3
   return Philox4x32{{c0, c1, c2, c3}};
 }
 
-// Uniform float in the open interval (0, 1) from 32 random bits: the top 24 bits plus half
-// an ulp, so neither 0 nor 1 is ever returned (safe for log(u) and log(-log(u))).
+// Uniform float in the open interval (0, 1) from 32 random bits: the top 23 bits plus half
+// an ulp, i.e. (k + 0.5) / 2^23. Every value is exactly representable, so neither 0 nor 1 is
+// ever returned (safe for log(u) and log(-log(u))).
 DLLM_HD inline float UniformFromBits(uint32_t bits) {
-  return (static_cast<float>(bits >> 8) + 0.5f) * (1.0f / 16777216.0f);
+  return (static_cast<float>(bits >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
 
 // Domain word for sampling draws (ASCII "smpl").

@@ -20,7 +20,7 @@
 
 namespace dllm {
 
-inline constexpr int64_t kSmallWeightElements = int64_t{1} << 16;
+inline constexpr int64_t kSmallWeightElements = int64_t{1} << 14;
 inline constexpr int64_t kMinGemmMacs = int64_t{1} << 22;
 
 // Rows the sgemm call is padded up to for a weight of n*k elements (1 when no padding).

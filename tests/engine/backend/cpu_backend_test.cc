@@ -1,0 +1,292 @@
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/cpu_row_stats.h"
+
+namespace dllm {
+namespace {
+
+std::unique_ptr<Backend> MakeCpu(int threads = 2) {
+  auto b = CreateCpuBackend(threads);
+  REQUIRE(b.ok());
+  return std::move(*b);
+}
+
+std::unique_ptr<DeviceBuffer> UploadF32(Backend& b, const std::vector<float>& v) {
+  auto buf = b.UploadWeights(
+      DType::kF32,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4),
+      static_cast<int64_t>(v.size()));
+  REQUIRE(buf.ok());
+  return std::move(*buf);
+}
+
+std::unique_ptr<DeviceBuffer> UploadI32(Backend& b, const std::vector<int32_t>& v) {
+  auto buf = b.Allocate(static_cast<int64_t>(v.size()) * 4);
+  REQUIRE(buf.ok());
+  REQUIRE(b.UploadInt32(v, buf->get()).ok());
+  return std::move(*buf);
+}
+
+std::vector<float> Download(Backend& b, const DeviceBuffer& buf, size_t n) {
+  std::vector<float> out(n);
+  REQUIRE(b.DownloadFloats(buf, 0, std::span<float>(out)).ok());
+  return out;
+}
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+TEST_CASE("backend_factory: names and errors") {
+  auto cpu = CreateBackend("cpu", 1);
+  REQUIRE(cpu.ok());
+  CHECK((*cpu)->name() == "cpu");
+  auto bad = CreateBackend("tpu", 0);
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(CreateBackend("cpu", -1).status().code() == absl::StatusCode::kInvalidArgument);
+#ifndef DLLM_HAVE_CUDA
+  CHECK(CreateBackend("cuda", 0).status().code() == absl::StatusCode::kUnimplemented);
+#endif
+}
+
+TEST_CASE("cpu_backend: weight upload widens bf16 and f16 exactly") {
+  auto b = MakeCpu();
+  // bf16 1.5 = 0x3fc0; f16 -2.5 = 0xc100; f16 smallest subnormal 2^-24 = 0x0001.
+  const uint8_t bf16[] = {0xc0, 0x3f, 0x80, 0xbf};  // 1.5, -1.0
+  const uint8_t f16[] = {0x00, 0xc1, 0x01, 0x00};   // -2.5, 2^-24
+  auto wb = b->UploadWeights(DType::kBF16, bf16, 2);
+  auto wf = b->UploadWeights(DType::kF16, f16, 2);
+  REQUIRE(wb.ok());
+  REQUIRE(wf.ok());
+  CHECK(Download(*b, **wb, 2) == std::vector<float>{1.5f, -1.0f});
+  CHECK(Download(*b, **wf, 2) == std::vector<float>{-2.5f, std::ldexp(1.0f, -24)});
+  CHECK(b->UploadWeights(DType::kF16, f16, 3).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("cpu_backend: ops reject buffers that are too small") {
+  auto b = MakeCpu();
+  auto x = UploadF32(*b, std::vector<float>(8, 1.0f));
+  auto w = UploadF32(*b, std::vector<float>(16, 1.0f));
+  auto y = b->Allocate(4 * 4);
+  REQUIRE(y.ok());
+  // 2 rows x 4 in -> 2 x 4 out needs 8 floats of y; y has 4.
+  CHECK(b->Gemm(*x, 2, 4, *w, 4, nullptr, false, y->get()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b->Gemm(*x, 1, 4, *w, 4, nullptr, false, y->get()).ok());
+  auto ids = UploadI32(*b, {0, 5});
+  CHECK(b->EmbeddingGather(*w, 4, 4, *ids, 2, x.get()).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("cpu_backend: GEMM with bias and accumulate") {
+  auto b = MakeCpu();
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};                     // [2, 3]
+  const std::vector<float> wv = {1, 0, 0, 0, 1, 0, 1, 1, 1, 2, 0, -1};  // [4, 3]
+  auto x = UploadF32(*b, xv);
+  auto w = UploadF32(*b, wv);
+  auto bias = UploadF32(*b, {0.5f, 0, 0, -1});
+  auto y = UploadF32(*b, {1, 1, 1, 1, 1, 1, 1, 1});
+  REQUIRE(b->Gemm(*x, 2, 3, *w, 4, bias.get(), true, y.get()).ok());
+  CHECK(Download(*b, *y, 8) == std::vector<float>{2.5f, 3, 7, -1, 5.5f, 6, 16, 2});
+}
+
+TEST_CASE("cpu_backend: RoPE rotates pairs (j, j + d/2) by position * inv_freq") {
+  auto b = MakeCpu();
+  const int heads = 2, d = 8, rows = 3;
+  const std::vector<float> xv = RandomVector(rows * heads * d, 5);
+  auto x = UploadF32(*b, xv);
+  auto pos = UploadI32(*b, {0, 5, 1000});
+  REQUIRE(b->Rope(x.get(), rows, heads, d, *pos, 10000.0f, RopeMode::kFp32).ok());
+  const std::vector<float> got = Download(*b, *x, xv.size());
+  const int positions[] = {0, 5, 1000};
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      for (int j = 0; j < d / 2; ++j) {
+        const double inv = std::pow(10000.0, -2.0 * j / d);
+        const double a = positions[r] * inv;
+        const float* in = &xv[(r * heads + h) * d];
+        const float* out = &got[(r * heads + h) * d];
+        CHECK(out[j] == Approx(in[j] * std::cos(a) - in[j + d / 2] * std::sin(a)).margin(1e-4));
+        CHECK(out[j + d / 2] ==
+              Approx(in[j + d / 2] * std::cos(a) + in[j] * std::sin(a)).margin(1e-4));
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu_backend: GQA attention over a slab matches a naive softmax") {
+  auto b = MakeCpu(3);
+  const int heads = 4, kv_heads = 2, d = 8, layers = 2, capacity = 12, n = 10, layer = 1;
+  const int kv_width = kv_heads * d;
+  auto slab_or = b->Allocate(int64_t{layers} * 2 * capacity * kv_width * 4);
+  REQUIRE(slab_or.ok());
+  std::unique_ptr<DeviceBuffer> slab = std::move(*slab_or);
+  // Write K/V for all n positions through KvScatter (scrambled order).
+  const std::vector<float> kv_k = RandomVector(n * kv_width, 1),
+                           kv_v = RandomVector(n * kv_width, 2);
+  std::vector<int32_t> order = {3, 0, 9, 1, 2, 8, 4, 7, 5, 6};
+  std::vector<float> k_rows, v_rows;
+  for (int32_t p : order) {
+    k_rows.insert(k_rows.end(), kv_k.begin() + p * kv_width, kv_k.begin() + (p + 1) * kv_width);
+    v_rows.insert(v_rows.end(), kv_v.begin() + p * kv_width, kv_v.begin() + (p + 1) * kv_width);
+  }
+  auto k = UploadF32(*b, k_rows);
+  auto v = UploadF32(*b, v_rows);
+  auto pos = UploadI32(*b, order);
+  AttentionShape shape{heads, kv_heads, d, layers, layer, 1.0f / std::sqrt(8.0f)};
+  AttentionSequence seq{slab.get(), capacity, n, 0, n};
+  REQUIRE(b->KvScatter(*k, *v, *pos, {&seq, 1}, shape).ok());
+
+  const int q_rows = 3;
+  const std::vector<float> qv = RandomVector(q_rows * heads * d, 9, 2.0f);
+  auto q = UploadF32(*b, qv);
+  auto out = b->Allocate(q_rows * heads * d * 4);
+  REQUIRE(out.ok());
+  AttentionSequence qs{slab.get(), capacity, n, 0, q_rows};
+  REQUIRE(b->Attention(*q, {&qs, 1}, shape, out->get()).ok());
+  const std::vector<float> got = Download(*b, **out, q_rows * heads * d);
+  for (int r = 0; r < q_rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const int g = h / (heads / kv_heads);
+      std::vector<double> s(n);
+      double m = -1e300;
+      for (int p = 0; p < n; ++p) {
+        double dot = 0;
+        for (int i = 0; i < d; ++i)
+          dot += qv[(r * heads + h) * d + i] * kv_k[p * kv_width + g * d + i];
+        s[p] = dot / std::sqrt(8.0);
+        m = std::max(m, s[p]);
+      }
+      double z = 0;
+      for (double& x : s) z += (x = std::exp(x - m));
+      for (int i = 0; i < d; ++i) {
+        double ref = 0;
+        for (int p = 0; p < n; ++p) ref += s[p] / z * kv_v[p * kv_width + g * d + i];
+        CHECK(got[(r * heads + h) * d + i] == Approx(ref).margin(1e-5));
+      }
+    }
+  }
+}
+
+LogitsRowRequest Request(int32_t position, int32_t step, float temperature, int top_k = 0,
+                         float top_p = 1.0f, uint64_t seed = 1) {
+  LogitsRowRequest r;
+  r.position = position;
+  r.step = step;
+  r.sampling.temperature = temperature;
+  r.sampling.top_k = top_k;
+  r.sampling.top_p = top_p;
+  r.sampling.seed = seed;
+  return r;
+}
+
+TEST_CASE("cpu_backend: logits statistics against a double reference") {
+  auto b = MakeCpu();
+  const int vocab = 1000;
+  std::vector<float> lv = RandomVector(2 * vocab, 4, 3.0f);
+  lv[17] = 20.0f;           // row 0 argmax at 17 ...
+  lv[400] = 20.0f;          // ... tied with 400: lowest id wins
+  lv[vocab + 999] = 50.0f;  // row 1: near one-hot
+  auto logits = UploadF32(*b, lv);
+  std::vector<LogitsRowRequest> req = {Request(5, 0, 0.0f), Request(6, 0, 0.0f)};
+  std::vector<RowStats> out(2);
+  REQUIRE(b->LogitsStats(*logits, vocab, req, out).ok());
+  for (int r = 0; r < 2; ++r) {
+    const float* l = &lv[r * vocab];
+    double m = -1e300, z = 0, h = 0;
+    for (int i = 0; i < vocab; ++i) m = std::max(m, static_cast<double>(l[i]));
+    for (int i = 0; i < vocab; ++i) z += std::exp(l[i] - m);
+    for (int i = 0; i < vocab; ++i) {
+      const double p = std::exp(l[i] - m) / z;
+      if (p > 0) h -= p * std::log(p);
+    }
+    CHECK(out[r].entropy_nats == Approx(h).epsilon(1e-4).margin(1e-6));
+    CHECK(out[r].argmax_prob == Approx(1.0 / z).epsilon(1e-5));
+    CHECK(out[r].token == out[r].argmax_token);
+    CHECK(out[r].token_prob == out[r].argmax_prob);
+    CHECK(out[r].position == 5 + r);
+  }
+  CHECK(out[0].argmax_token == 17);
+  CHECK(out[0].margin == Approx(0.0).margin(1e-7));  // tie: top1 == top2
+  CHECK(out[1].argmax_token == 999);
+  CHECK(out[1].margin > 0.99f);
+}
+
+TEST_CASE(
+    "cpu_row_stats: sampling is deterministic per (seed, position, step) and follows "
+    "softmax(l/T)") {
+  const int vocab = 6;
+  const std::vector<float> l = {1.0f, 2.0f, 0.5f, 2.0f, -1.0f, 0.0f};
+  RowStatsScratch scratch;
+  const float temperature = 0.7f;
+  std::map<int, int> counts;
+  const int draws = 30000;
+  for (int step = 0; step < draws; ++step) {
+    const RowStats s = ComputeRowStats(l.data(), vocab, Request(3, step, temperature), &scratch);
+    const RowStats again =
+        ComputeRowStats(l.data(), vocab, Request(3, step, temperature), &scratch);
+    REQUIRE(s.token == again.token);
+    ++counts[s.token];
+  }
+  double z = 0;
+  for (float x : l) z += std::exp(x / temperature);
+  for (int i = 0; i < vocab; ++i) {
+    const double p = std::exp(l[i] / temperature) / z;
+    const double sigma = std::sqrt(p * (1 - p) / draws);
+    INFO("token " << i);
+    CHECK(counts[i] / static_cast<double>(draws) == Approx(p).margin(5 * sigma + 1e-4));
+  }
+  // token_prob is the untempered probability.
+  const RowStats s = ComputeRowStats(l.data(), vocab, Request(3, 1, temperature), &scratch);
+  double z1 = 0;
+  for (float x : l) z1 += std::exp(x);
+  CHECK(s.token_prob == Approx(std::exp(l[s.token]) / z1).epsilon(1e-5));
+  // Different seeds give different streams.
+  int differ = 0;
+  for (int step = 0; step < 200; ++step) {
+    differ +=
+        ComputeRowStats(l.data(), vocab, Request(3, step, 1.0f, 0, 1.0f, 1), &scratch).token !=
+        ComputeRowStats(l.data(), vocab, Request(3, step, 1.0f, 0, 1.0f, 2), &scratch).token;
+  }
+  CHECK(differ > 50);
+}
+
+TEST_CASE("cpu_row_stats: top-k and top-p restrict the sampled set") {
+  const int vocab = 6;
+  // Sorted order by value: 1 (3.0), 3 (2.9), 0 (1.0), 2 (0.5), 5 (0.0), 4 (-1.0).
+  const std::vector<float> l = {1.0f, 3.0f, 0.5f, 2.9f, -1.0f, 0.0f};
+  RowStatsScratch scratch;
+  std::map<int, int> k2, k1, p_small, p_mid;
+  for (int step = 0; step < 2000; ++step) {
+    ++k2[ComputeRowStats(l.data(), vocab, Request(0, step, 5.0f, 2), &scratch).token];
+    ++k1[ComputeRowStats(l.data(), vocab, Request(0, step, 5.0f, 1), &scratch).token];
+    ++p_small[ComputeRowStats(l.data(), vocab, Request(0, step, 1.0f, 0, 0.01f), &scratch).token];
+    // At T=1: p(1) ~ 0.45, p(3) ~ 0.41: top_p 0.5 keeps {1, 3} (exclusive cumsum 0.45 <= 0.5).
+    ++p_mid[ComputeRowStats(l.data(), vocab, Request(0, step, 1.0f, 0, 0.5f), &scratch).token];
+  }
+  CHECK(k2.size() == 2);
+  CHECK(k2.count(1) == 1);
+  CHECK(k2.count(3) == 1);
+  CHECK(k1.size() == 1);
+  CHECK(k1.count(1) == 1);
+  CHECK(p_small.size() == 1);
+  CHECK(p_small.count(1) == 1);
+  CHECK(p_mid.size() == 2);
+  CHECK(p_mid.count(3) == 1);
+}
+
+}  // namespace
+}  // namespace dllm
