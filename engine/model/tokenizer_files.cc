@@ -2,11 +2,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -137,22 +139,117 @@ absl::Status CheckBpeOptions(const json& model) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<BpeModel::Vocab> ParseVocabObject(const json& vocab_json) {
-  if (!vocab_json.is_object()) return absl::InvalidArgumentError("vocab is not an object");
-  BpeModel::Vocab vocab;
-  vocab.reserve(vocab_json.size());
-  for (const auto& [token, id] : vocab_json.items()) {
-    if (!id.is_number_integer()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("vocab entry \"", token, "\" has a non-integer id ", id.dump()));
-    }
-    vocab.emplace(token, id.get<int32_t>());
+// Streams the two big tables (vocab object, merges array) out of the JSON while nlohmann
+// parses it, so they never become DOM nodes: a 150k-entry std::map-backed json object costs
+// more than all the rest of loading together.
+class TableCollector {
+ public:
+  // `vocab_path` / `merges_path`: the keys leading to the tables ({} = the top level);
+  // no merges_path when the file has no merges.
+  TableCollector(std::vector<std::string> vocab_path,
+                 std::optional<std::vector<std::string>> merges_path)
+      : vocab_path_(std::move(vocab_path)), merges_path_(std::move(merges_path)) {}
+
+  json Parse(std::string_view text) {
+    return json::parse(text.begin(), text.end(),
+                       [this](int depth, json::parse_event_t event, json& parsed) {
+                         return OnEvent(depth, event, parsed);
+                       });
   }
-  return vocab;
-}
+
+  BpeModel::Vocab vocab;
+  std::vector<BpeModel::Merge> merges;
+  bool saw_vocab = false;
+  bool saw_merges = false;
+  std::string error;  // first problem in either table
+
+ private:
+  bool AtPath(const std::vector<std::string>& path, int depth) const {
+    if (depth != static_cast<int>(path.size())) return false;
+    for (size_t i = 0; i < path.size(); ++i) {
+      if (keys_.size() <= i + 1 || keys_[i + 1] != path[i]) return false;
+    }
+    return true;
+  }
+
+  void Fail(std::string message) {
+    if (error.empty()) error = std::move(message);
+  }
+
+  bool OnEvent(int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::key) {
+      if (keys_.size() <= static_cast<size_t>(depth)) keys_.resize(depth + 1);
+      keys_[depth] = parsed.get<std::string>();
+      // Discarding a vocab key keeps it out of the DOM object; its value still comes next.
+      return !(vocab_depth_ >= 0 && depth == vocab_depth_ + 1);
+    }
+    if (event == E::object_start && vocab_depth_ < 0 && AtPath(vocab_path_, depth)) {
+      vocab_depth_ = depth;
+      saw_vocab = true;
+      return true;
+    }
+    if (event == E::array_start && merges_depth_ < 0 && merges_path_.has_value() &&
+        AtPath(*merges_path_, depth)) {
+      merges_depth_ = depth;
+      saw_merges = true;
+      return true;
+    }
+    const bool is_end = event == E::object_end || event == E::array_end;
+    if (is_end && depth == vocab_depth_) {
+      vocab_depth_ = -2;  // done; never reopen
+      return true;
+    }
+    if (is_end && depth == merges_depth_) {
+      merges_depth_ = -2;
+      return true;
+    }
+    const bool is_entry = event == E::value || is_end;
+    if (is_entry && vocab_depth_ >= 0 && depth == vocab_depth_ + 1) {
+      const std::string& token = keys_[depth];
+      if (!parsed.is_number_integer()) {
+        Fail(absl::StrCat("vocab entry \"", token, "\" has a non-integer id ", parsed.dump()));
+      } else {
+        // Repeated keys: the last one wins, as in a JSON object.
+        vocab.insert_or_assign(token, parsed.get<int32_t>());
+      }
+      return false;
+    }
+    if (is_entry && merges_depth_ >= 0 && depth == merges_depth_ + 1) {
+      AddMerge(parsed);
+      return false;
+    }
+    return true;
+  }
+
+  void AddMerge(const json& entry) {
+    const size_t index = merges.size();
+    if (entry.is_string()) {
+      absl::StatusOr<BpeModel::Merge> merge = SplitMerge(entry.get<std::string>());
+      if (!merge.ok()) {
+        Fail(absl::StrCat("model.merges[", index, "]: ", merge.status().message()));
+        return;
+      }
+      merges.push_back(std::move(*merge));
+    } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
+               entry[1].is_string()) {
+      merges.emplace_back(entry[0].get<std::string>(), entry[1].get<std::string>());
+    } else {
+      Fail(absl::StrCat("model.merges[", index,
+                        "] is neither \"a b\" nor [\"a\", \"b\"]: ", entry.dump()));
+    }
+  }
+
+  std::vector<std::string> vocab_path_;
+  std::optional<std::vector<std::string>> merges_path_;
+  std::vector<std::string> keys_;  // keys_[d]: the last key seen at depth d
+  int vocab_depth_ = -1;           // depth of the vocab container while inside it
+  int merges_depth_ = -1;
+};
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJsonUnchecked(
-    const json& root, const json& config, std::string_view config_source, std::string_view source) {
+    const json& root, TableCollector& tables, const json& config, std::string_view config_source,
+    std::string_view source) {
   if (!root.is_object()) return absl::InvalidArgumentError("top level is not an object");
   const auto model_it = root.find("model");
   if (model_it == root.end() || !model_it->is_object()) {
@@ -160,37 +257,14 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJsonUnchecked(
   }
   const json& model = *model_it;
   if (absl::Status s = CheckBpeOptions(model); !s.ok()) return s;
-  if (!model.contains("vocab")) return absl::InvalidArgumentError("missing \"model.vocab\"");
-  absl::StatusOr<BpeModel::Vocab> vocab = ParseVocabObject(model["vocab"]);
-  if (!vocab.ok())
-    return absl::InvalidArgumentError(absl::StrCat("model.", vocab.status().message()));
-
-  std::vector<BpeModel::Merge> merges;
-  const auto merges_it = model.find("merges");
-  if (merges_it == model.end() || !merges_it->is_array()) {
-    return absl::InvalidArgumentError("missing \"model.merges\" array");
-  }
-  merges.reserve(merges_it->size());
-  for (size_t i = 0; i < merges_it->size(); ++i) {
-    const json& entry = (*merges_it)[i];
-    if (entry.is_string()) {
-      absl::StatusOr<BpeModel::Merge> merge = SplitMerge(entry.get<std::string>());
-      if (!merge.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("model.merges[", i, "]: ", merge.status().message()));
-      }
-      merges.push_back(std::move(*merge));
-    } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
-               entry[1].is_string()) {
-      merges.emplace_back(entry[0].get<std::string>(), entry[1].get<std::string>());
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.merges[", i, "] is neither \"a b\" nor [\"a\", \"b\"]: ", entry.dump()));
-    }
-  }
+  if (!tables.error.empty()) return absl::InvalidArgumentError(tables.error);
+  if (!tables.saw_vocab) return absl::InvalidArgumentError("missing \"model.vocab\" object");
+  if (!tables.saw_merges) return absl::InvalidArgumentError("missing \"model.merges\" array");
+  std::vector<BpeModel::Merge> merges = std::move(tables.merges);
+  BpeModel::Vocab vocab = std::move(tables.vocab);
   const bool ignore_merges = BoolOr(model, "ignore_merges", false);
   absl::StatusOr<std::unique_ptr<BpeModel>> bpe =
-      BpeModel::Create(std::move(*vocab), merges, ignore_merges);
+      BpeModel::Create(std::move(vocab), merges, ignore_merges);
   if (!bpe.ok()) return bpe.status();
 
   BpeTokenizerParts parts;
@@ -295,8 +369,14 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJson(std::string_vie
                                                                  std::string_view source,
                                                                  std::string_view config_json,
                                                                  std::string_view config_source) {
-  absl::StatusOr<json> root = ParseJson(json_text, source);
-  if (!root.ok()) return root.status();
+  TableCollector tables({"model", "vocab"}, std::vector<std::string>{"model", "merges"});
+  json root;
+  try {
+    root = tables.Parse(json_text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(source), ": malformed JSON: ", e.what()));
+  }
   json config;
   if (!config_json.empty()) {
     absl::StatusOr<json> parsed = ParseJson(config_json, config_source);
@@ -305,7 +385,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJson(std::string_vie
   }
   try {
     absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer =
-        ParseTokenizerJsonUnchecked(*root, config, config_source, source);
+        ParseTokenizerJsonUnchecked(root, tables, config, config_source, source);
     if (!tokenizer.ok() && tokenizer.status().code() == absl::StatusCode::kFailedPrecondition) {
       return absl::InvalidArgumentError(tokenizer.status().message());
     }
@@ -350,14 +430,23 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadVocabAndMerges(const std::stri
   absl::StatusOr<json> special_map = ReadOptionalJson(special_map_path);
   if (!special_map.ok()) return special_map.status();
 
-  absl::StatusOr<json> vocab_json = ParseJson(*vocab_text, vocab_path);
-  if (!vocab_json.ok()) return vocab_json.status();
-  absl::StatusOr<BpeModel::Vocab> vocab = ParseVocabObject(*vocab_json);
-  if (!vocab.ok()) return WithSource(vocab.status(), vocab_path);
+  // vocab.json is one big object: stream it (no merges in this file).
+  TableCollector tables({}, std::nullopt);
+  try {
+    tables.Parse(*vocab_text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": malformed JSON: ", e.what()));
+  }
+  if (!tables.saw_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": top level is not an object"));
+  }
+  if (!tables.error.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": ", tables.error));
+  }
   absl::StatusOr<std::vector<BpeModel::Merge>> merges = ParseMergesTxt(*merges_text);
   if (!merges.ok()) return WithSource(merges.status(), merges_path);
   absl::StatusOr<std::unique_ptr<BpeModel>> bpe =
-      BpeModel::Create(std::move(*vocab), *merges, /*ignore_merges=*/false);
+      BpeModel::Create(std::move(tables.vocab), *merges, /*ignore_merges=*/false);
   if (!bpe.ok()) return WithSource(bpe.status(), absl::StrCat(vocab_path, " + ", merges_path));
 
   BpeTokenizerParts parts;

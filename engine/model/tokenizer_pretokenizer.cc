@@ -231,7 +231,8 @@ std::vector<std::string> PreTokenizer::Split(std::string_view text) const {
       if (step.add_prefix_space && piece.front() != ' ') piece.insert(piece.begin(), ' ');
       std::vector<std::string> parts;
       if (step.regex != nullptr) {
-        Step gpt2 = {.kind = Step::Kind::kSplit, .regex = step.regex};
+        Step gpt2;
+        gpt2.regex = step.regex;
         ApplySplit(gpt2, piece, &parts);
       } else {
         parts.push_back(std::move(piece));

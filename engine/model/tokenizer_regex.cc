@@ -33,9 +33,13 @@ struct MatchScratch {
 
 }  // namespace
 
-std::string WidenWhitespaceEscapes(std::string_view pattern) {
+std::string ExpandWhitespaceEscapes(std::string_view pattern) {
+  // The Unicode White_Space code points, spelled for use inside a character class.
+  static constexpr std::string_view kWhiteSpace =
+      R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F})"
+      R"(\x{205F}\x{3000})";
   std::string out;
-  out.reserve(pattern.size() + 16);
+  out.reserve(pattern.size() + 64);
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
@@ -43,9 +47,13 @@ std::string WidenWhitespaceEscapes(std::string_view pattern) {
       const char next = pattern[i + 1];
       ++i;
       if (next == 's') {
-        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+        if (in_class) {
+          out += kWhiteSpace;
+        } else {
+          absl::StrAppend(&out, "[", AbslView(kWhiteSpace), "]");
+        }
       } else if (next == 'S' && !in_class) {
-        out += "[^\\s\\x{85}]";
+        absl::StrAppend(&out, "[^", AbslView(kWhiteSpace), "]");
       } else if (next == 'Q') {
         // \Q...\E quotes literally: copy it through untouched.
         const size_t end = pattern.find("\\E", i + 1);
@@ -81,10 +89,10 @@ std::string WidenWhitespaceEscapes(std::string_view pattern) {
 }
 
 absl::StatusOr<std::unique_ptr<UnicodeRegex>> UnicodeRegex::Compile(std::string_view pattern) {
-  const std::string widened = WidenWhitespaceEscapes(pattern);
+  const std::string expanded = ExpandWhitespaceEscapes(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(widened.data()), widened.size(),
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expanded.data()), expanded.size(),
                                    PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("bad regex /", std::string(pattern),

@@ -2,8 +2,9 @@
 //
 // HF tokenizer.json patterns are Oniguruma patterns; the ones tokenizers use (\p{L}, \p{N},
 // (?i:...), possessive quantifiers, lookahead) mean the same in PCRE2 with one exception
-// that Compile() rewrites: Oniguruma's \s is the Unicode White_Space property, which holds
-// U+0085 (NEL), while PCRE2 10.42's \s in UCP mode does not.
+// that Compile() rewrites: Oniguruma's \s is exactly the Unicode White_Space property, while
+// PCRE2's \s in UCP mode also matches U+180E (MONGOLIAN VOWEL SEPARATOR, whitespace before
+// Unicode 6.3). \s and \S (outside classes) are spelled out as the White_Space list.
 //
 // Thread-safety: immutable after Compile(); FindAll may be called concurrently.
 #ifndef DLLM_ENGINE_MODEL_TOKENIZER_REGEX_H_
@@ -43,8 +44,9 @@ class UnicodeRegex {
   void* code_ = nullptr;  // pcre2_code_8*, kept opaque so callers need no PCRE2 headers
 };
 
-// Exposed for tests: the pattern with \s widened to Unicode White_Space (adds U+0085).
-std::string WidenWhitespaceEscapes(std::string_view pattern);
+// Exposed for tests: the pattern with \s (and \S outside classes) replaced by the explicit
+// Unicode White_Space set.
+std::string ExpandWhitespaceEscapes(std::string_view pattern);
 
 }  // namespace dllm
 
