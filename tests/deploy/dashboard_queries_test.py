@@ -193,6 +193,7 @@ engine:
   cpu_threads: 1
 decoding:
   max_new_tokens: 16
+  block_length: 8
 cache:
   policy: entropy
 metrics:
@@ -242,7 +243,7 @@ metrics:
         return SKIP
     # Two phases, unary then streaming, so both RPC paths feed the histograms.
     common = ["--address", f"127.0.0.1:{grpc_port}", "--concurrency", "4", "--requests", "12",
-              "--max-new-tokens", "16", "--prompt", "The quick brown fox jumps over the lazy dog."]
+              "--prompt", "The quick brown fox"]
     phases = [["load", *common], ["load", *common, "--stream"]]
     if os.environ.get("DLLM_LOAD_ARGS"):
         phases = [os.environ["DLLM_LOAD_ARGS"].split()]
