@@ -9,8 +9,9 @@
 // + 4 x kv_positions x heads x head_dim (scores and weighted values); plus 2 x hidden x vocab
 // per predicted row for the LM head. Norms, RoPE and softmax are not counted.
 //
-// Usage: dllm-forward-bench [--threads N] [--quick]
+// Usage: dllm-forward-bench [--threads N] [--quick] [--model tiny|mid] [--length N]
 #include <cblas.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -35,30 +36,50 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Runs fn at least min_reps times and for at least min_seconds; returns seconds per run.
+// CPU seconds used by the whole process (all threads) so far.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Timing {
+  double wall_s = 0;  // per run
+  double cpu_s = 0;   // per run, summed over threads: shows contention on a shared machine
+};
+
+// Runs fn at least min_reps times and for at least min_seconds.
 template <typename Fn>
-double TimeIt(Fn fn, int min_reps, double min_seconds) {
+Timing TimeIt(Fn fn, int min_reps, double min_seconds) {
   fn();  // warm-up
   int reps = 0;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   do {
     fn();
     ++reps;
   } while (reps < min_reps || Seconds(start) < min_seconds);
-  return Seconds(start) / reps;
+  return {Seconds(start) / reps, (ProcessCpuSeconds() - cpu_start) / reps};
 }
 
-// GFLOP/s of a plain sgemm y[m, n] = x[m, k] · w[n, k]ᵀ.
-double SgemmRate(int m, int n, int k) {
+// Rates of a plain sgemm y[m, n] = x[m, k] · w[n, k]ᵀ: GFLOP per wall second and per CPU
+// second (all threads).
+struct Rate {
+  double wall_gflops = 0;
+  double cpu_gflops = 0;
+};
+
+Rate SgemmRate(int m, int n, int k) {
   std::vector<float> x(static_cast<size_t>(m) * k, 0.01f), w(static_cast<size_t>(n) * k, 0.02f),
       y(static_cast<size_t>(m) * n);
-  const double s = TimeIt(
+  const Timing t = TimeIt(
       [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w.data(),
                     k, 0.0f, y.data(), n);
       },
       3, 0.3);
-  return 2.0 * m * n * k / s / 1e9;
+  const double gflop = 2.0 * m * n * k / 1e9;
+  return {gflop / t.wall_s, gflop / t.cpu_s};
 }
 
 struct NamedConfig {
@@ -74,7 +95,7 @@ double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted
   return per_row_layer * rows * c.num_layers + 2.0 * h * c.vocab_size * predicted;
 }
 
-int Run(int threads, bool quick) {
+int Run(int threads, bool quick, const std::string& only_model, int only_length) {
   auto backend_or = CreateBackend("cpu", threads);
   if (!backend_or.ok()) {
     std::fprintf(stderr, "%s\n", backend_or.status().ToString().c_str());
@@ -83,27 +104,33 @@ int Run(int threads, bool quick) {
   std::unique_ptr<Backend> backend = std::move(*backend_or);
 
   std::vector<NamedConfig> models = {
-      {"tiny (h256 L4 4x64 gqa4:2 v8k)",
+      {"tiny h256 L4 4x64 kv2 f768 v8k",
        RandomModelConfig(ModelFamily::kDream, 256, 4, 4, 2, 768, 8192, 4096)},
-      {"mid (h1024 L8 16x64 gqa16:4 v32k)",
+      {"mid h1024 L8 16x64 kv4 f2816 v32k",
        RandomModelConfig(ModelFamily::kLlada, 1024, 8, 16, 4, 2816, 32000, 4096)},
   };
-  const std::vector<int> lengths =
-      quick ? std::vector<int>{128, 256} : std::vector<int>{128, 512, 1024};
+  std::vector<int> lengths = quick ? std::vector<int>{128, 256} : std::vector<int>{128, 512, 1024};
+  if (only_length > 0) lengths = {only_length};
   const int partial_rows = 64;     // e.g. a 32-token window plus 32 recent tokens
   const int partial_predict = 32;  // the window's masks
 
   std::printf("dllm-forward-bench: cpu backend, %s threads\n",
               threads > 0 ? std::to_string(threads).c_str() : "default");
-  std::printf("sgemm reference (M=512): ");
-  const double sgemm_h = SgemmRate(512, 1024, 1024);
-  const double sgemm_f = SgemmRate(512, 2816, 1024);
-  std::printf("1024x1024: %.1f GFLOP/s, 2816x1024: %.1f GFLOP/s\n\n", sgemm_h, sgemm_f);
-  const double sgemm_ref = std::max(sgemm_h, sgemm_f);
-
-  std::printf("%-36s %6s %-8s %6s %6s %10s %9s %9s %8s\n", "model", "L", "step", "rows", "pred",
-              "ms/step", "GFLOP", "GFLOP/s", "%sgemm");
+  const Rate sgemm_h = SgemmRate(512, 1024, 1024);
+  const Rate sgemm_f = SgemmRate(512, 2816, 1024);
+  const Rate sgemm{std::max(sgemm_h.wall_gflops, sgemm_f.wall_gflops),
+                   std::max(sgemm_h.cpu_gflops, sgemm_f.cpu_gflops)};
+  std::printf(
+      "sgemm reference (M=512, K=1024; N=1024 / N=2816): %.1f / %.1f GFLOP/s wall, "
+      "%.1f / %.1f GFLOP per CPU-second\n",
+      sgemm_h.wall_gflops, sgemm_f.wall_gflops, sgemm_h.cpu_gflops, sgemm_f.cpu_gflops);
+  std::printf(
+      "wall: elapsed time; cpu: CPU time of all threads (on a shared machine wall >> cpu/threads "
+      "means contention)\n\n");
+  std::printf("%-34s %5s %-7s %5s %5s %9s %9s %8s %9s %7s %9s %7s\n", "model", "L", "step", "rows",
+              "pred", "wall_ms", "cpu_ms", "GFLOP", "GFLOP/s", "%sgemm", "GF/cpu-s", "%sgemm");
   for (const NamedConfig& m : models) {
+    if (!only_model.empty() && std::string(m.name).rfind(only_model, 0) != 0) continue;
     auto model = MakeRandomModel(m.config, 1);
     auto transformer_or = Transformer::Create(m.config, model->weights, backend.get());
     if (!transformer_or.ok()) {
@@ -139,9 +166,9 @@ int Run(int threads, bool quick) {
 
       StepResult result;
       bool ok = true;
-      const double full_s = TimeIt([&] { ok &= transformer->Forward(full, &result).ok(); },
+      const Timing full_t = TimeIt([&] { ok &= transformer->Forward(full, &result).ok(); },
                                    quick ? 1 : 2, quick ? 0.0 : 0.5);
-      const double partial_s =
+      const Timing partial_t =
           TimeIt([&] { ok &= transformer->Forward(partial, &result).ok(); }, 3, 0.3);
       if (!ok) {
         std::fprintf(stderr, "forward failed\n");
@@ -151,14 +178,16 @@ int Run(int threads, bool quick) {
       const double full_flops = StepFlops(m.config, n, n, n);
       const double partial_flops = StepFlops(m.config, rows, n, pred);
       for (int k = 0; k < 2; ++k) {
-        const double s = k == 0 ? full_s : partial_s;
-        const double flops = k == 0 ? full_flops : partial_flops;
-        std::printf("%-36s %6d %-8s %6d %6d %10.2f %9.3f %9.1f %7.0f%%\n", m.name, n,
-                    k == 0 ? "full" : "partial", k == 0 ? n : rows, k == 0 ? n : pred, s * 1e3,
-                    flops / 1e9, flops / s / 1e9, 100.0 * flops / s / 1e9 / sgemm_ref);
+        const Timing& t = k == 0 ? full_t : partial_t;
+        const double gflop = (k == 0 ? full_flops : partial_flops) / 1e9;
+        std::printf("%-34s %5d %-7s %5d %5d %9.2f %9.2f %8.3f %9.1f %6.0f%% %9.1f %6.0f%%\n",
+                    m.name, n, k == 0 ? "full" : "partial", k == 0 ? n : rows, k == 0 ? n : pred,
+                    t.wall_s * 1e3, t.cpu_s * 1e3, gflop, gflop / t.wall_s,
+                    100.0 * gflop / t.wall_s / sgemm.wall_gflops, gflop / t.cpu_s,
+                    100.0 * gflop / t.cpu_s / sgemm.cpu_gflops);
       }
-      std::printf("%-36s %6d %-8s %6s %6s %10s speed-up x%.1f\n", "", n, "", "", "", "",
-                  full_s / partial_s);
+      std::printf("%-34s %5d partial/full wall speed-up x%.1f\n", "", n,
+                  full_t.wall_s / partial_t.wall_s);
     }
   }
   return 0;
@@ -170,15 +199,22 @@ int Run(int threads, bool quick) {
 int main(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
+  std::string model;
+  int length = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      model = argv[++i];
+    } else if (std::strcmp(argv[i], "--length") == 0 && i + 1 < argc) {
+      length = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N]\n",
+                   argv[0]);
       return 2;
     }
   }
-  return dllm::Run(threads, quick);
+  return dllm::Run(threads, quick, model, length);
 }
