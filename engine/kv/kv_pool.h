@@ -37,8 +37,7 @@ class KvSlab {
 
  private:
   friend class KvPool;
-  KvSlab(KvPool* pool, std::unique_ptr<DeviceBuffer> buffer, int capacity_positions,
-         int64_t bytes);
+  KvSlab(KvPool* pool, std::unique_ptr<DeviceBuffer> buffer, int capacity_positions, int64_t bytes);
   KvPool* pool_;
   std::unique_ptr<DeviceBuffer> buffer_;
   int capacity_positions_;
