@@ -7,6 +7,10 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/model/model_weights.h"
 
+#ifdef DLLM_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
+
 namespace dllm {
 namespace {
 
@@ -71,6 +75,14 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
 
   model->kv_pool =
       std::make_unique<KvPool>(model->backend.get(), model->config, options.kv_budget_bytes);
+#ifdef DLLM_HAVE_CUDA
+  // The CUDA backend carves KV slabs out of a device arena: reserving the whole KV budget now
+  // means admitting a sequence never calls cudaMalloc (engine/backend/cuda/cuda_backend.h).
+  if (auto* cuda = dynamic_cast<CudaBackend*>(model->backend.get())) {
+    absl::Status reserved = cuda->ReserveArena(options.kv_budget_bytes);
+    if (!reserved.ok()) return Annotate(reserved, where);
+  }
+#endif
   return model;
 }
 
