@@ -48,7 +48,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
     return names;
   }
 
-  // Maps `path` and validates its header. Returns the index of the file in files_.
+  // Maps `path` and validates its header; the returned header lives as long as this object.
   absl::StatusOr<const SafetensorsHeader*> AddFile(const std::string& path) {
     auto file = MappedFile::Open(path);
     if (!file.ok()) return file.status();
