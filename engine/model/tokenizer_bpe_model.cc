@@ -41,6 +41,13 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(Vocab vocab,
     }
     max_id = std::max(max_id, id);
   }
+  // BPE vocabularies are dense; a far-out id is a broken file, not a reason to allocate
+  // gigabytes for the id → token table.
+  const int64_t max_dense_id = static_cast<int64_t>(vocab.size()) * 2 + 65536;
+  if (max_id > max_dense_id) {
+    return absl::InvalidArgumentError(absl::StrCat("vocab id ", max_id, " is far above the ",
+                                                   vocab.size(), " entries of the vocabulary"));
+  }
   model->id_to_token_.resize(static_cast<size_t>(max_id) + 1);
   std::vector<bool> seen(model->id_to_token_.size(), false);
   for (const auto& [token, id] : vocab) {

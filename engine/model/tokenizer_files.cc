@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -181,8 +182,15 @@ class TableCollector {
     if (event == E::key) {
       if (keys_.size() <= static_cast<size_t>(depth)) keys_.resize(depth + 1);
       keys_[depth] = parsed.get<std::string>();
-      // Discarding a vocab key keeps it out of the DOM object; its value still comes next.
-      return !(vocab_depth_ >= 0 && depth == vocab_depth_ + 1);
+      if (vocab_depth_ >= 0 && depth == vocab_depth_ + 1) {
+        CheckNoPendingVocabKey();
+        pending_vocab_key_ = keys_[depth];
+        // Discarding a vocab key keeps it out of the DOM object. A scalar value still gets a
+        // `value` event; an object or array value of a discarded key gets no event at all,
+        // which CheckNoPendingVocabKey() notices.
+        return false;
+      }
+      return true;
     }
     if (event == E::object_start && vocab_depth_ < 0 && AtPath(vocab_path_, depth)) {
       vocab_depth_ = depth;
@@ -197,6 +205,7 @@ class TableCollector {
     }
     const bool is_end = event == E::object_end || event == E::array_end;
     if (is_end && depth == vocab_depth_) {
+      CheckNoPendingVocabKey();
       vocab_depth_ = -2;  // done; never reopen
       return true;
     }
@@ -207,8 +216,11 @@ class TableCollector {
     const bool is_entry = event == E::value || is_end;
     if (is_entry && vocab_depth_ >= 0 && depth == vocab_depth_ + 1) {
       const std::string& token = keys_[depth];
-      if (!parsed.is_number_integer()) {
-        Fail(absl::StrCat("vocab entry \"", token, "\" has a non-integer id ", parsed.dump()));
+      pending_vocab_key_.reset();
+      if (!parsed.is_number_integer() || parsed.get<int64_t>() < 0 ||
+          parsed.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        Fail(absl::StrCat("vocab entry \"", token, "\" has id ", parsed.dump(),
+                          " (expected a non-negative 32-bit integer)"));
       } else {
         // Repeated keys: the last one wins, as in a JSON object.
         vocab.insert_or_assign(token, parsed.get<int32_t>());
@@ -220,6 +232,14 @@ class TableCollector {
       return false;
     }
     return true;
+  }
+
+  void CheckNoPendingVocabKey() {
+    if (pending_vocab_key_.has_value()) {
+      Fail(absl::StrCat("vocab entry \"", *pending_vocab_key_,
+                        "\" has id that is an object or array (expected an integer)"));
+      pending_vocab_key_.reset();
+    }
   }
 
   void AddMerge(const json& entry) {
@@ -245,11 +265,11 @@ class TableCollector {
   std::vector<std::string> keys_;  // keys_[d]: the last key seen at depth d
   int vocab_depth_ = -1;           // depth of the vocab container while inside it
   int merges_depth_ = -1;
+  std::optional<std::string> pending_vocab_key_;  // vocab key whose value is not seen yet
 };
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJsonUnchecked(
-    const json& root, TableCollector& tables, const json& config, std::string_view config_source,
-    std::string_view source) {
+    const json& root, TableCollector& tables, std::vector<AddedToken> config_tokens) {
   if (!root.is_object()) return absl::InvalidArgumentError("top level is not an object");
   const auto model_it = root.find("model");
   if (model_it == root.end() || !model_it->is_object()) {
@@ -302,13 +322,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJsonUnchecked(
       AddIfNew(std::move(*token), &ids, &parts.added_tokens);
     }
   }
-  if (config.is_object()) {
-    if (absl::Status s = ParseAddedTokensDecoder(config, &ids, &parts.added_tokens); !s.ok()) {
-      // Reported against the config file, not tokenizer.json.
-      return absl::FailedPreconditionError(
-          absl::StrCat(AbslView(config_source), ": ", s.message()));
-    }
-  }
+  // tokenizer_config.json entries fill in ids tokenizer.json lacks, as transformers does.
+  for (AddedToken& token : config_tokens) AddIfNew(std::move(token), &ids, &parts.added_tokens);
   return BpeTokenizer::Create(std::move(parts));
 }
 
@@ -377,18 +392,24 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTokenizerJson(std::string_vie
     return absl::InvalidArgumentError(
         absl::StrCat(AbslView(source), ": malformed JSON: ", e.what()));
   }
-  json config;
+  std::vector<AddedToken> config_tokens;
   if (!config_json.empty()) {
-    absl::StatusOr<json> parsed = ParseJson(config_json, config_source);
-    if (!parsed.ok()) return parsed.status();
-    config = std::move(*parsed);
+    absl::StatusOr<json> config = ParseJson(config_json, config_source);
+    if (!config.ok()) return config.status();
+    absl::Status status = config->is_object()
+                              ? absl::OkStatus()
+                              : absl::InvalidArgumentError("top level is not an object");
+    try {
+      absl::flat_hash_set<int32_t> ids;
+      if (status.ok()) status = ParseAddedTokensDecoder(*config, &ids, &config_tokens);
+    } catch (const json::exception& e) {
+      status = absl::InvalidArgumentError(absl::StrCat("unexpected content: ", e.what()));
+    }
+    if (!status.ok()) return WithSource(status, config_source);
   }
   try {
     absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer =
-        ParseTokenizerJsonUnchecked(root, tables, config, config_source, source);
-    if (!tokenizer.ok() && tokenizer.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return absl::InvalidArgumentError(tokenizer.status().message());
-    }
+        ParseTokenizerJsonUnchecked(root, tables, std::move(config_tokens));
     return tokenizer.ok() ? std::move(tokenizer) : WithSource(tokenizer.status(), source);
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(

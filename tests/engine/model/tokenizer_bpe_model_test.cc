@@ -63,6 +63,9 @@ TEST_CASE("BPE rejects merges with unknown tokens", "[tokenizer]") {
   auto duplicate_id = BpeModel::Create({{"a", 0}, {"b", 0}}, {}, false);
   REQUIRE_FALSE(duplicate_id.ok());
   CHECK_THAT(std::string(duplicate_id.status().message()), Catch::Contains("id 0"));
+  auto far_id = BpeModel::Create({{"a", 0}, {"b", 2000000000}}, {}, false);
+  REQUIRE_FALSE(far_id.ok());
+  CHECK_THAT(std::string(far_id.status().message()), Catch::Contains("2000000000"));
 }
 
 TEST_CASE("BPE cache is safe under concurrent use", "[tokenizer]") {

@@ -74,6 +74,17 @@ TEST_CASE("tokenizer.json loads merges in string and array form", "[tokenizer]")
   CHECK_FALSE((*strings)->IsSpecial(256));
 }
 
+TEST_CASE("tokenizer_config.json adds tokens missing from tokenizer.json", "[tokenizer]") {
+  const std::string config =
+      R"({"added_tokens_decoder": {"258": {"content": "<|end|>", "special": true},
+                                   "259": {"content": "<extra>", "special": false}}})";
+  auto tok = ParseTokenizerJson(MinimalTokenizerJson().dump(), "t.json", config, "cfg.json");
+  REQUIRE(tok.ok());
+  CHECK((*tok)->size() == 260);
+  CHECK((*tok)->Encode("<extra><|end|>") == std::vector<int32_t>{259, 258});
+  CHECK_FALSE((*tok)->IsSpecial(259));
+}
+
 TEST_CASE("tokenizer.json problems give errors naming file and problem", "[tokenizer]") {
   CHECK_THAT(ErrorOf(ParseTokenizerJson("{\"model\": ", "bad.json")),
              Catch::Contains("bad.json") && Catch::Contains("malformed JSON"));
@@ -108,7 +119,21 @@ TEST_CASE("tokenizer.json problems give errors naming file and problem", "[token
   json wrong_type = MinimalTokenizerJson();
   wrong_type["model"]["vocab"]["x"] = "seven";
   CHECK_THAT(ErrorOf(ParseTokenizerJson(wrong_type.dump(), "t.json")),
-             Catch::Contains("non-integer"));
+             Catch::Contains("\"x\" has id \"seven\""));
+
+  json huge_id = MinimalTokenizerJson();
+  huge_id["model"]["vocab"]["x"] = 4294967296LL;
+  CHECK_THAT(ErrorOf(ParseTokenizerJson(huge_id.dump(), "t.json")), Catch::Contains("4294967296"));
+
+  json no_merges = MinimalTokenizerJson();
+  no_merges["model"].erase("merges");
+  CHECK_THAT(ErrorOf(ParseTokenizerJson(no_merges.dump(), "t.json")),
+             Catch::Contains("model.merges"));
+
+  json nested_vocab = MinimalTokenizerJson();
+  nested_vocab["model"]["vocab"]["x"] = {{"id", 3}};
+  CHECK_THAT(ErrorOf(ParseTokenizerJson(nested_vocab.dump(), "t.json")),
+             Catch::Contains("\"x\" has id"));
 
   json wordpiece = MinimalTokenizerJson();
   wordpiece["model"]["type"] = "WordPiece";
@@ -126,6 +151,10 @@ TEST_CASE("tokenizer.json problems give errors naming file and problem", "[token
   CHECK_THAT(
       ErrorOf(ParseTokenizerJson(MinimalTokenizerJson().dump(), "t.json", "[1,", "cfg.json")),
       Catch::Contains("cfg.json"));
+  CHECK_THAT(ErrorOf(ParseTokenizerJson(MinimalTokenizerJson().dump(), "t.json",
+                                        R"({"added_tokens_decoder": {"x": {"content": "<a>"}}})",
+                                        "cfg.json")),
+             Catch::Contains("cfg.json") && Catch::Contains("\"x\""));
 }
 
 TEST_CASE("Tokenizer::LoadFromDir reports missing files", "[tokenizer]") {
