@@ -300,16 +300,10 @@ class CpuBackend final : public Backend {
       const int64_t plane = int64_t{s.capacity_positions} * kv_width;
       const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
       const float* v_plane = k_plane + plane;
-      float acc_stack[512];
-      std::vector<float> acc_heap;
-      float* acc = acc_stack;
-      if (shape.head_dim > 512) {
-        acc_heap.resize(shape.head_dim);
-        acc = acc_heap.data();
-      }
+      std::vector<float> scratch;
       const int64_t row = tasks_[t].row;
       CpuAttentionRow(qp + row * q_width, k_plane, v_plane, s.kv_positions, g, op + row * q_width,
-                      acc);
+                      &scratch);
     });
     return absl::OkStatus();
   }
