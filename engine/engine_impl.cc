@@ -29,7 +29,7 @@ DecodingParams DefaultDecodingParams(ModelFamily family) {
 
 ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir) {
   ModelInfo info;
-  info.family = std::string(ModelFamilyName(config.family));
+  info.family = config.family == ModelFamily::kDream ? "dream" : "llada";
   info.model_dir = model_dir;
   info.vocab_size = config.vocab_size;
   info.hidden_size = config.hidden_size;

@@ -1,0 +1,527 @@
+// dllm-bench: accuracy and speed of decoding modes and cache policies on a JSONL task file,
+// driving the engine directly (no gRPC).
+//
+//   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
+//              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
+//              [--sweep tau=a:b:n [--sweep-out PREFIX]]
+//
+// Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
+// Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
+//                 window[:w=16,threshold=0.9,steps=S]
+//                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
+// (common keys: temperature, seed; default: the model family's defaults).
+//
+// Each task {"prompt", "answer"} is rendered through the model's chat template as one user
+// message. For every (decoding, policy) setting the same prompts run through one engine, and
+// one JSON object per setting is printed on its own line. The `none` policy always runs first
+// (added if not requested) as the baseline of speedup_vs_none. Accuracy is exact match after
+// trimming whitespace of the answer cut at the first end token. tokens_per_s counts answer
+// tokens before the first end token over the setting's wall time.
+//
+// --sweep tau=a:b:n additionally runs the entropy policy at n thresholds from a to b (k from
+// the first entropy --policy, else 32) and writes PREFIX.csv and, through gnuplot, PREFIX.png
+// (accuracy and speedup against tau).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "engine/engine.h"
+#include "nlohmann/json.hpp"
+
+namespace dllm {
+namespace {
+
+struct Task {
+  std::string prompt;
+  std::string answer;
+};
+
+struct Setting {
+  std::string decoding_spec;
+  std::string policy_spec;
+  DecodingParams decoding;
+  CacheParams cache;
+};
+
+struct Result {
+  double accuracy = 0;
+  double tokens_per_s = 0;
+  double wall_s = 0;
+  double full_step_ratio = 0;
+  double rows_per_step = 0;
+  double decision_overhead_frac = 0;
+  double steps = 0;  // mean per request
+  double mean_committed_entropy = 0;
+  int64_t tokens = 0;
+  int errors = 0;
+  std::string rejected;  // Submit's error when the setting is invalid for this model
+};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::cerr << "dllm-bench: " << message << "\n";
+  std::exit(2);
+}
+
+std::map<std::string, std::string> ParseOptions(absl::string_view spec, std::string* head) {
+  std::map<std::string, std::string> out;
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  *head = std::string(parts.first);
+  if (parts.second.empty()) return out;
+  for (absl::string_view kv : absl::StrSplit(parts.second, ',')) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || p.second.empty()) Die(absl::StrCat("bad option '", kv, "' in ", spec));
+    out[p.first] = p.second;
+  }
+  return out;
+}
+
+double ToDouble(const std::string& key, const std::string& value) {
+  if (value == "inf" || value == "+inf") return std::numeric_limits<double>::infinity();
+  if (value == "-inf") return -std::numeric_limits<double>::infinity();
+  double d;
+  if (!absl::SimpleAtod(value, &d)) Die(absl::StrCat("option ", key, ": not a number: ", value));
+  return d;
+}
+
+int ToInt(const std::string& key, const std::string& value) {
+  int i;
+  if (!absl::SimpleAtoi(value, &i)) Die(absl::StrCat("option ", key, ": not an integer: ", value));
+  return i;
+}
+
+Remasking ParseRemasking(const std::string& name) {
+  static const std::map<std::string, Remasking> kNames = {
+      {"low_confidence", Remasking::kLowConfidence},
+      {"random", Remasking::kRandom},
+      {"origin", Remasking::kOrigin},
+      {"maskgit_plus", Remasking::kMaskgitPlus},
+      {"topk_margin", Remasking::kTopkMargin},
+      {"entropy", Remasking::kEntropy}};
+  auto it = kNames.find(name);
+  if (it == kNames.end()) Die("unknown remasking/alg: " + name);
+  return it->second;
+}
+
+DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen) {
+  std::string head;
+  auto opts = ParseOptions(spec, &head);
+  DecodingParams d = defaults;
+  if (head == "block") {
+    d.schedule = Schedule::kBlock;
+    if (defaults.schedule != Schedule::kBlock) d.remasking = Remasking::kLowConfidence;
+    d.block_length = std::min(32, gen);
+  } else if (head == "window") {
+    d.schedule = Schedule::kWindow;
+    if (d.remasking == Remasking::kOrigin) d.remasking = Remasking::kLowConfidence;
+    d.window = 16;
+    d.confidence_threshold = 0.9f;
+  } else if (head == "timestep") {
+    d.schedule = Schedule::kTimestep;
+    if (defaults.schedule != Schedule::kTimestep) d.remasking = Remasking::kEntropy;
+    d.confidence_threshold = 0;
+  } else {
+    Die("unknown decoding '" + head + "' (block|window|timestep)");
+  }
+  for (const auto& [k, v] : opts) {
+    if (k == "block_length" || k == "b")
+      d.block_length = ToInt(k, v);
+    else if (k == "steps")
+      d.steps = ToInt(k, v);
+    else if (k == "threshold")
+      d.confidence_threshold = static_cast<float>(ToDouble(k, v));
+    else if (k == "w" || k == "window")
+      d.window = ToInt(k, v);
+    else if (k == "eps")
+      d.eps = static_cast<float>(ToDouble(k, v));
+    else if (k == "alg" || k == "remasking")
+      d.remasking = ParseRemasking(v);
+    else if (k == "alg_temp")
+      d.alg_temp = static_cast<float>(ToDouble(k, v));
+    else if (k == "temperature")
+      d.temperature = static_cast<float>(ToDouble(k, v));
+    else if (k == "seed")
+      d.seed = static_cast<uint64_t>(ToInt(k, v));
+    else
+      Die("unknown decoding option " + k);
+  }
+  return d;
+}
+
+CacheParams ParsePolicy(const std::string& spec) {
+  std::string head;
+  auto opts = ParseOptions(spec, &head);
+  CacheParams c;
+  if (head == "none")
+    c.policy = CachePolicyKind::kNone;
+  else if (head == "entropy")
+    c.policy = CachePolicyKind::kEntropy;
+  else if (head == "dual")
+    c.policy = CachePolicyKind::kDual;
+  else if (head == "interval")
+    c.policy = CachePolicyKind::kInterval;
+  else
+    Die("unknown policy '" + head + "' (none|entropy|dual|interval)");
+  for (const auto& [k, v] : opts) {
+    if (k == "tau")
+      c.entropy_threshold = static_cast<float>(ToDouble(k, v));
+    else if (k == "k")
+      c.recent_k = ToInt(k, v);
+    else if (k == "n")
+      c.refresh_interval = ToInt(k, v);
+    else
+      Die("unknown policy option " + k);
+  }
+  return c;
+}
+
+std::string Trim(absl::string_view s) { return std::string(absl::StripAsciiWhitespace(s)); }
+
+class WaitSink final : public EventSink {
+ public:
+  void OnCommit(const CommitEvent&) override {}
+  void OnFinal(const FinalEvent& event) override {
+    final_ = event;
+    done_.Notify();
+  }
+  const FinalEvent& Wait() {
+    done_.WaitForNotification();
+    return final_;
+  }
+
+ private:
+  FinalEvent final_;
+  absl::Notification done_;
+};
+
+Result RunSetting(Engine& engine, const std::vector<Task>& tasks, const Setting& setting,
+                  int gen_length, int batch) {
+  Result r;
+  int64_t steps = 0, full = 0, rows = 0, correct = 0;
+  double decision = 0, entropy = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t begin = 0; begin < tasks.size(); begin += batch) {
+    const size_t end = std::min(tasks.size(), begin + batch);
+    std::vector<std::shared_ptr<WaitSink>> sinks;
+    for (size_t i = begin; i < end; ++i) {
+      GenerationRequest req;
+      req.id = absl::StrCat(i);
+      req.messages = {ChatMessage{"user", tasks[i].prompt}};
+      req.max_new_tokens = gen_length;
+      req.decoding = setting.decoding;
+      req.cache = setting.cache;
+      auto sink = std::make_shared<WaitSink>();
+      absl::StatusOr<RequestId> id = engine.Submit(req, sink);
+      if (!id.ok()) {
+        // Wait for what was accepted, then report the setting as rejected.
+        for (auto& accepted : sinks) accepted->Wait();
+        r.rejected = id.status().ToString();
+        return r;
+      }
+      sinks.push_back(sink);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const FinalEvent& f = sinks[i - begin]->Wait();
+      if (!f.status.ok()) {
+        ++r.errors;
+        std::cerr << "request " << i << ": " << f.status << "\n";
+        continue;
+      }
+      correct += Trim(f.text) == Trim(tasks[i].answer) ? 1 : 0;
+      r.tokens += f.stats.generated_tokens;
+      steps += f.stats.steps;
+      full += f.stats.full_steps;
+      rows += f.stats.rows_computed;
+      decision += f.stats.decision_seconds;
+      entropy += f.stats.mean_committed_entropy;
+    }
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double n = static_cast<double>(tasks.size());
+  r.accuracy = n ? correct / n : 0;
+  r.tokens_per_s = r.wall_s > 0 ? r.tokens / r.wall_s : 0;
+  r.full_step_ratio = steps ? double(full) / steps : 0;
+  r.rows_per_step = steps ? double(rows) / steps : 0;
+  r.decision_overhead_frac = r.wall_s > 0 ? decision / r.wall_s : 0;
+  r.steps = n ? steps / n : 0;
+  r.mean_committed_entropy = n ? entropy / n : 0;
+  return r;
+}
+
+double Round(double x, int digits) {
+  const double f = std::pow(10.0, digits);
+  return std::round(x * f) / f;
+}
+
+nlohmann::json DecodingJson(const DecodingParams& d) {
+  static const char* kSchedule[] = {"block", "timestep", "window"};
+  static const char* kRemasking[] = {"low_confidence", "random",      "origin",
+                                     "maskgit_plus",   "topk_margin", "entropy"};
+  nlohmann::json j;
+  j["schedule"] = kSchedule[static_cast<int>(d.schedule)];
+  j["remasking"] = kRemasking[static_cast<int>(d.remasking)];
+  j["steps"] = d.steps;
+  if (d.schedule == Schedule::kBlock) j["block_length"] = d.block_length;
+  if (d.schedule == Schedule::kWindow) j["window"] = d.window;
+  if (d.schedule == Schedule::kTimestep) j["eps"] = Round(d.eps, 6);
+  if (d.confidence_threshold > 0) j["threshold"] = Round(d.confidence_threshold, 4);
+  if (d.temperature > 0) j["temperature"] = Round(d.temperature, 4);
+  return j;
+}
+
+nlohmann::json PolicyParams(const CacheParams& c) {
+  nlohmann::json j = nlohmann::json::object();
+  if (c.policy == CachePolicyKind::kEntropy) {
+    j["tau"] = std::isfinite(c.entropy_threshold)
+                   ? nlohmann::json(c.entropy_threshold)
+                   : nlohmann::json(c.entropy_threshold > 0 ? "inf" : "-inf");
+    j["k"] = c.recent_k;
+  } else if (c.policy == CachePolicyKind::kInterval) {
+    j["n"] = c.refresh_interval;
+    j["k"] = c.recent_k;
+  }
+  return j;
+}
+
+const char* PolicyName(CachePolicyKind k) {
+  switch (k) {
+    case CachePolicyKind::kNone:
+      return "none";
+    case CachePolicyKind::kEntropy:
+      return "entropy";
+    case CachePolicyKind::kDual:
+      return "dual";
+    case CachePolicyKind::kInterval:
+      return "interval";
+  }
+  return "?";
+}
+
+int Main(int argc, char** argv) {
+  std::string model_dir, tasks_path, sweep, sweep_out = "dllm_bench_sweep", backend = "cpu";
+  std::vector<std::string> policies, decodings;
+  int limit = 0, batch = 1, threads = 0, gen_length = 64;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Die("missing value for " + arg);
+      return argv[++i];
+    };
+    if (arg == "--model")
+      model_dir = value();
+    else if (arg == "--tasks")
+      tasks_path = value();
+    else if (arg == "--policy")
+      policies.push_back(value());
+    else if (arg == "--decoding")
+      decodings.push_back(value());
+    else if (arg == "--limit")
+      limit = ToInt(arg, value());
+    else if (arg == "--batch")
+      batch = ToInt(arg, value());
+    else if (arg == "--threads")
+      threads = ToInt(arg, value());
+    else if (arg == "--gen-length")
+      gen_length = ToInt(arg, value());
+    else if (arg == "--backend")
+      backend = value();
+    else if (arg == "--sweep")
+      sweep = value();
+    else if (arg == "--sweep-out")
+      sweep_out = value();
+    else if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
+                   "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
+                   "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX]\n";
+      return 0;
+    } else
+      Die("unknown argument " + arg + " (see --help)");
+  }
+  if (model_dir.empty() || tasks_path.empty()) Die("--model and --tasks are required");
+  if (batch < 1) Die("--batch must be >= 1");
+  if (gen_length < 1) Die("--gen-length must be >= 1");
+
+  std::vector<Task> tasks;
+  {
+    std::ifstream in(tasks_path);
+    if (!in) Die("cannot open " + tasks_path);
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (Trim(line).empty()) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("prompt") || !j.contains("answer") ||
+          !j["prompt"].is_string() || !j["answer"].is_string()) {
+        Die(absl::StrCat(tasks_path, ":", line_no,
+                         ": expected {\"prompt\": str, \"answer\": str}"));
+      }
+      tasks.push_back({j["prompt"], j["answer"]});
+      if (limit > 0 && static_cast<int>(tasks.size()) >= limit) break;
+    }
+  }
+  if (tasks.empty()) Die("no tasks in " + tasks_path);
+
+  EngineOptions options;
+  options.model_dir = model_dir;
+  options.backend = backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
+  if (backend != "cpu" && backend != "cuda") Die("--backend must be cpu or cuda");
+  options.max_batch_sequences = batch;
+  options.queue_capacity = std::max(64, batch);
+  options.cpu_threads = threads;
+  options.max_new_tokens_limit = std::max(1024, gen_length);
+  options.kv_budget_bytes = int64_t{8} << 30;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
+  if (!engine.ok()) Die("cannot create the engine: " + engine.status().ToString());
+  const ModelInfo& info = (*engine)->model_info();
+
+  if (decodings.empty()) decodings.push_back("");
+  std::vector<CacheParams> caches;
+  std::vector<std::string> cache_specs;
+  bool has_none = false;
+  for (const std::string& p : policies) {
+    caches.push_back(ParsePolicy(p));
+    cache_specs.push_back(p);
+    has_none |= caches.back().policy == CachePolicyKind::kNone;
+  }
+  if (!has_none) {
+    caches.insert(caches.begin(), CacheParams{});
+    cache_specs.insert(cache_specs.begin(), "none");
+  }
+  int sweep_k = 32;
+  for (const CacheParams& c : caches)
+    if (c.policy == CachePolicyKind::kEntropy) {
+      sweep_k = c.recent_k;
+      break;
+    }
+  std::vector<double> sweep_taus;
+  if (!sweep.empty()) {
+    absl::string_view rest(sweep);
+    if (!absl::ConsumePrefix(&rest, "tau=")) Die("--sweep expects tau=a:b:n");
+    std::vector<std::string> parts = absl::StrSplit(rest, ':');
+    if (parts.size() != 3) Die("--sweep expects tau=a:b:n");
+    const double a = ToDouble("sweep", parts[0]), b = ToDouble("sweep", parts[1]);
+    const int n = ToInt("sweep", parts[2]);
+    if (n < 1) Die("--sweep n must be >= 1");
+    for (int i = 0; i < n; ++i) sweep_taus.push_back(n == 1 ? a : a + (b - a) * i / (n - 1));
+  }
+
+  std::ofstream csv;
+  if (!sweep_taus.empty()) {
+    csv.open(sweep_out + ".csv");
+    if (!csv) Die("cannot write " + sweep_out + ".csv");
+    csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step\n";
+  }
+  for (const std::string& dspec : decodings) {
+    const DecodingParams decoding =
+        dspec.empty() ? [&] {
+          DecodingParams d = info.default_decoding;
+          if (d.schedule == Schedule::kBlock) d.block_length = std::min(d.block_length, gen_length);
+          return d;
+        }()
+                      : ParseDecoding(dspec, info.default_decoding, gen_length);
+    const std::string dname = dspec.empty() ? "default" : dspec;
+    std::vector<Setting> settings;
+    for (size_t i = 0; i < caches.size(); ++i)
+      settings.push_back({dname, cache_specs[i], decoding, caches[i]});
+    for (double tau : sweep_taus) {
+      CacheParams c;
+      c.policy = CachePolicyKind::kEntropy;
+      c.entropy_threshold = static_cast<float>(tau);
+      c.recent_k = sweep_k;
+      settings.push_back({dname, absl::StrCat("entropy:tau=", tau, ",k=", sweep_k), decoding, c});
+    }
+    // Warm-up (untimed): first-touch of weights and allocator pools would otherwise be
+    // charged to the `none` baseline.
+    RunSetting(
+        **engine,
+        std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
+        settings[0], gen_length, batch);
+    double none_tps = 0;
+    for (size_t s = 0; s < settings.size(); ++s) {
+      const Setting& setting = settings[s];
+      const Result r = RunSetting(**engine, tasks, setting, gen_length, batch);
+      if (!r.rejected.empty()) {
+        nlohmann::json j;
+        j["decoding"] = DecodingJson(setting.decoding);
+        j["policy"] = PolicyName(setting.cache.policy);
+        j["params"] = PolicyParams(setting.cache);
+        j["error"] = r.rejected;
+        std::cout << j.dump() << std::endl;
+        if (s == 0) Die("the none baseline was rejected: " + r.rejected);
+        continue;
+      }
+      if (s == 0) none_tps = r.tokens_per_s;  // settings[0] is always `none`
+      const double speedup = none_tps > 0 ? r.tokens_per_s / none_tps : 0;
+      nlohmann::json j;
+      j["model"] = info.family;
+      j["decoding"] = DecodingJson(setting.decoding);
+      j["policy"] = PolicyName(setting.cache.policy);
+      j["params"] = PolicyParams(setting.cache);
+      j["tasks"] = tasks.size();
+      j["gen_length"] = gen_length;
+      j["batch"] = batch;
+      j["accuracy"] = Round(r.accuracy, 4);
+      j["tokens_per_s"] = Round(r.tokens_per_s, 2);
+      j["speedup_vs_none"] = Round(speedup, 3);
+      j["full_step_ratio"] = Round(r.full_step_ratio, 4);
+      j["rows_per_step"] = Round(r.rows_per_step, 2);
+      j["decision_overhead_frac"] = Round(r.decision_overhead_frac, 5);
+      j["steps"] = Round(r.steps, 2);
+      j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
+      j["wall_s"] = Round(r.wall_s, 3);
+      if (r.errors) j["errors"] = r.errors;
+      std::cout << j.dump() << std::endl;
+      if (s >= caches.size() && csv.is_open()) {
+        csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
+            << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","
+            << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << "\n";
+      }
+    }
+  }
+  (*engine)->Drain(absl::Seconds(5));
+  if (csv.is_open()) {
+    csv.close();
+    const std::string script = sweep_out + ".gp";
+    std::ofstream gp(script);
+    gp << "set terminal png size 900,600\n"
+       << "set output '" << sweep_out << ".png'\n"
+       << "set datafile separator ','\n"
+       << "set key autotitle columnhead\n"
+       << "set xlabel 'speedup vs none'\n"
+       << "set ylabel 'accuracy'\n"
+       << "set title 'EntropyCache: accuracy vs speed (labels: tau)'\n"
+       << "plot '" << sweep_out << ".csv' using 6:4 with linespoints title 'entropy', '' using "
+       << "6:4:(sprintf('%.2f',$2)) with labels offset 1,1 notitle\n";
+    gp.close();
+    const std::string cmd = "gnuplot '" + script + "'";
+    if (std::system(cmd.c_str()) != 0)
+      std::cerr << "dllm-bench: gnuplot failed; CSV kept\n";
+    else
+      std::cerr << "dllm-bench: wrote " << sweep_out << ".csv and " << sweep_out << ".png\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dllm
+
+int main(int argc, char** argv) { return dllm::Main(argc, argv); }

@@ -1,0 +1,232 @@
+// The engine end to end on the real forward pass (CPU backend) with the random-weight
+// fixtures of tests/data/reference: generations equal the independent PyTorch sampler's
+// (gen_reference_generations.py), tau = -inf equals no cache, batch invariance.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/engine.h"
+#include "tests/engine/scheduler/collect_sink.h"
+
+namespace dllm {
+namespace {
+
+using testing::CollectSink;
+
+std::string FixtureDir(const std::string& name) {
+  return std::string(DLLM_TEST_DATA_DIR) + "/reference/" + name;
+}
+
+std::unique_ptr<Engine> MakeEngine(const std::string& fixture, int batch = 8) {
+  EngineOptions options;
+  options.model_dir = FixtureDir(fixture);
+  options.max_batch_sequences = batch;
+  options.kv_budget_bytes = 64 << 20;
+  options.cpu_threads = 1;
+  auto engine = Engine::Create(options);
+  INFO(engine.status().ToString());
+  REQUIRE(engine.ok());
+  return std::move(*engine);
+}
+
+FinalEvent RunOne(Engine& engine, const GenerationRequest& r) {
+  auto sink = std::make_shared<CollectSink>();
+  auto id = engine.Submit(r, sink);
+  INFO(id.status().ToString());
+  REQUIRE(id.ok());
+  FinalEvent f = sink->Wait();
+  INFO(f.status.ToString());
+  REQUIRE(f.status.ok());
+  return f;
+}
+
+std::vector<int32_t> CutAtEnd(const std::vector<int32_t>& ids, const ModelInfo& info) {
+  std::vector<int32_t> out;
+  for (int32_t id : ids) {
+    if (std::find(info.end_token_ids.begin(), info.end_token_ids.end(), id) !=
+        info.end_token_ids.end())
+      break;
+    out.push_back(id);
+  }
+  return out;
+}
+
+TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixtures",
+          "[engine][integration]") {
+  std::ifstream in(std::string(DLLM_SOURCE_DIR) +
+                   "/tests/engine/scheduler/data/reference_generations.json");
+  REQUIRE(in.good());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const nlohmann::json cases = nlohmann::json::parse(buffer.str())["cases"];
+  std::map<std::string, std::unique_ptr<Engine>> engines;
+  int checked = 0;
+  for (const auto& c : cases) {
+    const std::string fixture = c["fixture"];
+    if (!engines.count(fixture)) engines[fixture] = MakeEngine(fixture);
+    Engine& engine = *engines[fixture];
+    const ModelInfo& info = engine.model_info();
+    const std::vector<int32_t> want_full = c["output_ids"].get<std::vector<int32_t>>();
+    // Skip near-ties (fp32 vs fp64) and proposals of the mask id (the reference re-masks them).
+    if (c["min_gap"].get<double>() < 1e-6 || c["mask_committed"].get<bool>()) continue;
+    GenerationRequest r;
+    r.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    r.max_new_tokens = c["gen_length"];
+    DecodingParams d;
+    if (c["mode"] == "llada_block") {
+      d.schedule = Schedule::kBlock;
+      d.remasking = Remasking::kLowConfidence;
+      d.block_length = c["block_length"];
+    } else {
+      d.schedule = Schedule::kTimestep;
+      const std::string alg = c["alg"];
+      d.remasking = alg == "entropy"       ? Remasking::kEntropy
+                    : alg == "topk_margin" ? Remasking::kTopkMargin
+                                           : Remasking::kMaskgitPlus;
+      d.eps = 1e-3f;
+    }
+    d.steps = c["steps"];
+    r.decoding = d;
+    INFO(fixture << " " << c["mode"] << " steps=" << c["steps"] << " prompt "
+                 << c["prompt_ids"].dump());
+    const FinalEvent f = RunOne(engine, r);
+    CHECK(f.token_ids == CutAtEnd(want_full, info));
+    ++checked;
+  }
+  CHECK(checked >= 20);
+}
+
+struct Mode {
+  DecodingParams d;
+};
+
+std::vector<DecodingParams> Modes() {
+  std::vector<DecodingParams> out;
+  DecodingParams block;
+  block.block_length = 4;
+  out.push_back(block);
+  block.confidence_threshold = 0.005f;  // random weights: tiny probabilities
+  out.push_back(block);
+  DecodingParams window;
+  window.schedule = Schedule::kWindow;
+  window.window = 4;
+  window.confidence_threshold = 0.005f;
+  out.push_back(window);
+  DecodingParams timestep;
+  timestep.schedule = Schedule::kTimestep;
+  timestep.remasking = Remasking::kEntropy;
+  timestep.steps = 10;
+  out.push_back(timestep);
+  DecodingParams sampled = block;
+  sampled.confidence_threshold = 0;
+  sampled.temperature = 0.8f;
+  sampled.seed = 5;
+  out.push_back(sampled);
+  return out;
+}
+
+CacheParams Entropy(float tau, int k) {
+  CacheParams c;
+  c.policy = CachePolicyKind::kEntropy;
+  c.entropy_threshold = tau;
+  c.recent_k = k;
+  return c;
+}
+
+TEST_CASE("Real forward: tau = -inf reproduces no cache; partial steps run",
+          "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture);
+    for (const DecodingParams& d : Modes()) {
+      GenerationRequest r;
+      r.prompt_ids = {5, 77, 123, 9, 42, 250, 17, 3, 99, 100};
+      r.max_new_tokens = 16;
+      r.decoding = d;
+      INFO(fixture << " schedule " << static_cast<int>(d.schedule));
+      const FinalEvent none = RunOne(*engine, r);
+      r.cache = Entropy(-std::numeric_limits<float>::infinity(), 4);
+      const FinalEvent always = RunOne(*engine, r);
+      CHECK(always.token_ids == none.token_ids);
+      CHECK(always.stats.steps == none.stats.steps);
+      CHECK(always.stats.partial_steps == 0);
+      r.cache = Entropy(std::numeric_limits<float>::infinity(), 4);
+      const FinalEvent cached = RunOne(*engine, r);
+      CHECK(cached.stats.partial_steps > 0);
+      CHECK(cached.stats.rows_computed < none.stats.rows_computed);
+    }
+  }
+}
+
+TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    std::vector<GenerationRequest> reqs;
+    const std::vector<DecodingParams> modes = Modes();
+    for (int i = 0; i < 8; ++i) {
+      GenerationRequest r;
+      for (int j = 0; j < 4 + 3 * i % 7; ++j) r.prompt_ids.push_back(10 + 17 * j + i);
+      r.max_new_tokens = 8 * (1 + i % 3);
+      r.decoding = modes[i % modes.size()];
+      if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
+      switch (i % 4) {
+        case 1:
+          r.cache = Entropy(0.5f, 3);
+          break;
+        case 2:
+          r.cache.policy = CachePolicyKind::kInterval;
+          r.cache.refresh_interval = 3;
+          break;
+        case 3:
+          if (r.decoding.schedule == Schedule::kBlock) r.cache.policy = CachePolicyKind::kDual;
+          break;
+        default:
+          break;
+      }
+      reqs.push_back(r);
+    }
+    std::vector<FinalEvent> alone;
+    {
+      auto engine = MakeEngine(fixture, 1);
+      for (const auto& r : reqs) alone.push_back(RunOne(*engine, r));
+    }
+    auto engine = MakeEngine(fixture, 8);
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (const auto& r : reqs) {
+      sinks.push_back(std::make_shared<CollectSink>());
+      REQUIRE(engine->Submit(r, sinks.back()).ok());
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO(fixture << " request " << i);
+      const FinalEvent f = sinks[i]->Wait();
+      REQUIRE(f.status.ok());
+      CHECK(f.token_ids == alone[i].token_ids);
+      CHECK(f.stats.full_steps == alone[i].stats.full_steps);
+    }
+  }
+}
+
+TEST_CASE("Chat messages are rendered and tokenized", "[engine][integration]") {
+  auto engine = MakeEngine("llada_mha");
+  GenerationRequest r;
+  r.messages = {ChatMessage{"user", "Hi, who?"}};
+  r.max_new_tokens = 4;
+  r.decoding.block_length = 4;
+  auto ids = engine->TokenizeInput(r);
+  REQUIRE(ids.ok());
+  CHECK(ids->front() == 280);  // <|startoftext|>
+  const FinalEvent f = RunOne(*engine, r);
+  CHECK(f.stats.prompt_tokens == static_cast<int>(ids->size()));
+}
+
+TEST_CASE("Engine::Create reports a missing model folder", "[engine][integration]") {
+  EngineOptions options;
+  options.model_dir = "/nonexistent/model";
+  auto engine = Engine::Create(options);
+  CHECK_FALSE(engine.ok());
+  options.model_dir = "";
+  CHECK(absl::IsInvalidArgument(Engine::Create(options).status()));
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Writes data/reference_generations.json: token-by-token expectations for the engine's
+decoding loop on the random-weight fixtures in tests/data/reference/, computed with the
+independent PyTorch model in tools/reference/modeling.py (float64).
+
+Run: /usr/bin/python3 tests/engine/scheduler/gen_reference_generations.py
+
+Samplers (temperature 0, full forward every step, no cache), as in the reference code:
+  llada_block  LLaDA generate.py: block_length B, steps S, low_confidence; confidence =
+               softmax(logits)[argmax] at row p; top-quota per block step, ties lowest position.
+  dream_<alg>  Dream _sample: shifted logits (row p-1 predicts p); timesteps = the linspace
+               formula of models.md 3.6 in float32; k = int(nm * (1 - s/t)); conf per alg
+               (maskgit_plus: max prob; entropy: sum p log p; topk_margin: p1 - p2).
+`mask_committed` says whether the sampler ever picked the mask id itself (random weights can
+propose it); the reference then re-masks the position, the engine treats it as decided, so
+the C++ test skips those cases.
+Every case records `min_gap`: the smallest gap, over all steps, between the last committed
+and the first uncommitted confidence and between the top-2 token probabilities of committed
+rows. The C++ test only asserts on cases whose gap clears the fp32-vs-fp64 noise.
+"""
+import json
+import os
+import sys
+
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+import modeling  # noqa: E402
+
+
+def spec_linspace(start, end, n):
+    start_t = torch.tensor(start, dtype=torch.float32)
+    end_t = torch.tensor(end, dtype=torch.float32)
+    step = (end_t - start_t) / (n - 1)
+    return torch.stack([start_t + step * i if i < n // 2 else end_t - step * (n - 1 - i)
+                        for i in range(n)])
+
+
+def quota(n, spb):
+    return [n // spb + (1 if i < n % spb else 0) for i in range(spb)]
+
+
+@torch.no_grad()
+def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=None):
+    mask = cfg["mask_token_id"]
+    shift = model.family != modeling.LLADA
+    x = torch.tensor(prompt + [mask] * gen, dtype=torch.long)
+    p = len(prompt)
+    min_gap = float("inf")
+    mask_committed = False
+
+    def row_stats():
+        logits = model(x[None])[0].double()
+        rows = logits[p - 1:p + gen - 1] if shift else logits[p:p + gen]
+        probs = torch.softmax(rows, dim=-1)
+        top2 = torch.topk(probs, 2, dim=-1)
+        return probs, top2.values[:, 0], top2.indices[:, 0], top2.values[:, 0] - top2.values[:, 1]
+
+    def commit(scores, k):
+        nonlocal min_gap
+        masked = (x[p:] == mask).nonzero().flatten().tolist()
+        order = sorted(masked, key=lambda i: (-scores[i], i))
+        if 0 < k < len(order):
+            min_gap = min(min_gap, abs(scores[order[k - 1]] - scores[order[k]]))
+        return order[:k]
+
+    if mode == "llada_block":
+        nb = gen // block_length
+        spb = steps // nb
+        for b in range(nb):
+            lo, hi = b * block_length, (b + 1) * block_length
+            n_b = int((x[p + lo:p + hi] == mask).sum())
+            for k in quota(n_b, spb):
+                probs, conf, tok, margin = row_stats()
+                scores = [float(conf[i]) if lo <= i < hi else -float("inf") for i in range(gen)]
+                picks = commit(scores, k)
+                for i in picks:
+                    min_gap = min(min_gap, float(margin[i]))
+                    mask_committed |= int(tok[i]) == mask
+                    x[p + i] = tok[i]
+    else:
+        ts = spec_linspace(1.0, 1e-3, steps + 1)
+        for i in range(steps):
+            nm = (x[p:] == mask).sum() / 1
+            t, s = ts[i], ts[i + 1]
+            k = int(nm * (1 - s / t)) if i < steps - 1 else int(nm)
+            probs, conf, tok, margin = row_stats()
+            if alg == "maskgit_plus":
+                scores = conf.tolist()
+            elif alg == "entropy":
+                scores = (probs * torch.log(probs + 1e-10)).sum(-1).tolist()
+            else:
+                scores = margin.tolist()
+            picks = commit(scores, k)
+            for j in picks:
+                min_gap = min(min_gap, float(margin[j]))
+                mask_committed |= int(tok[j]) == mask
+                x[p + j] = tok[j]
+    return x[p:].tolist(), min_gap, mask_committed
+
+
+def main():
+    cases = []
+    for name in ["llada_mha", "llada_gqa_f32", "dream_gqa", "dream_f16"]:
+        model_dir = os.path.join(ROOT, "tests", "data", "reference", name)
+        model, cfg = modeling.load_checkpoint(model_dir, dtype=torch.float64)
+        model.eval()
+        with open(os.path.join(model_dir, "golden.json")) as f:
+            golden = json.load(f)
+        c0 = golden["cases"][0]
+        prompts = [c0["input_ids"][:c0["prompt_tokens"]], [5, 77, 123, 9, 42, 250, 17, 3]]
+        gen = 16
+        for pi, prompt in enumerate(prompts):
+            if model.family == modeling.LLADA:
+                runs = [("llada_block", dict(block_length=8, steps=16)),
+                        ("llada_block", dict(block_length=16, steps=8)),
+                        ("llada_block", dict(block_length=4, steps=16))]
+            else:
+                runs = [("dream", dict(steps=16, alg=a)) for a in
+                        ["maskgit_plus", "entropy", "topk_margin"]] + \
+                       [("dream", dict(steps=6, alg="maskgit_plus"))]
+            for mode, kw in runs:
+                out, gap, mask_committed = generate(model, cfg, prompt, gen, mode, **kw)
+                cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
+                              "mode": mode, **kw, "output_ids": out, "min_gap": gap,
+                              "mask_committed": mask_committed})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                        "reference_generations.json")
+    with open(path, "w") as f:
+        json.dump({"cases": cases}, f, indent=1)
+    print(path, len(cases), "cases; min gaps:", [round(c["min_gap"], 5) for c in cases])
+
+
+if __name__ == "__main__":
+    main()
