@@ -34,6 +34,12 @@ absl::Time CallDeadline(grpc::CallbackServerContext* context) {
   return t < now - absl::Hours(24 * 365) ? absl::InfiniteFuture() : t;
 }
 
+// gRPC also reports an expired deadline through OnCancel. The engine ends such a request
+// by itself at its next step (GenerationRequest::deadline is the call's deadline) with
+// FinishReason::kDeadline, which keeps logs and metrics saying DEADLINE_EXCEEDED rather
+// than CANCELLED; so only a cancellation before the deadline is forwarded to the engine.
+bool DeadlinePassed(absl::Time deadline) { return absl::Now() >= deadline; }
+
 // ---------------------------------------------------------------- unary Generate
 
 class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
@@ -49,6 +55,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     }
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
+    const absl::Time deadline = admitted->request.deadline;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishCall(ToGrpcStatus(id.status()), nullptr, call->request_id_);
@@ -59,9 +66,10 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
       absl::MutexLock lock(&call->mu_);
       call->engine_ = engine;
       call->engine_id_ = *id;
+      call->deadline_ = deadline;
       cancel_now = call->cancelled_;
     }
-    if (cancel_now) engine->Cancel(*id);
+    if (cancel_now && !DeadlinePassed(deadline)) engine->Cancel(*id);
     return call.get();
   }
 
@@ -81,13 +89,15 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   void OnCancel() override {
     Engine* engine = nullptr;
     RequestId id = 0;
+    absl::Time deadline;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       engine = engine_;
       id = engine_id_;
+      deadline = deadline_;
     }
-    if (engine != nullptr) engine->Cancel(id);
+    if (engine != nullptr && !DeadlinePassed(deadline)) engine->Cancel(id);
   }
 
   void OnDone() override { self_.reset(); }
@@ -111,6 +121,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 // ---------------------------------------------------------------- streaming Generate
@@ -129,6 +140,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
     }
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
+    const absl::Time deadline = admitted->request.deadline;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishWithoutEngine(ToGrpcStatus(id.status()), call->request_id_);
@@ -139,9 +151,10 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
       absl::MutexLock lock(&call->mu_);
       call->engine_ = engine;
       call->engine_id_ = *id;
+      call->deadline_ = deadline;
       cancel_now = call->cancelled_;
     }
-    if (cancel_now) engine->Cancel(*id);
+    if (cancel_now && !DeadlinePassed(deadline)) engine->Cancel(*id);
     return call.get();
   }
 
@@ -165,14 +178,14 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
       absl::MutexLock lock(&mu_);
       if (write_failed_) return;
       // Snapshots are provisional: keep only the newest one waiting, and only while the
-      // client keeps up (at most one delta queued behind the write in flight).
+      // client keeps up (fewer than kMaxQueuedForSnapshot messages waiting).
       for (auto it = pending_.begin(); it != pending_.end(); ++it) {
         if (it->snapshot) {
           pending_.erase(it);
           break;
         }
       }
-      if (pending_.size() > 1) return;
+      if (pending_.size() >= kMaxQueuedForSnapshot) return;
       pending_.push_back(Pending{std::move(message), true});
     }
     Pump();
@@ -217,18 +230,21 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   void OnCancel() override {
     Engine* engine = nullptr;
     RequestId id = 0;
+    absl::Time deadline;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       engine = engine_;
       id = engine_id_;
+      deadline = deadline_;
     }
-    if (engine != nullptr) engine->Cancel(id);
+    if (engine != nullptr && !DeadlinePassed(deadline)) engine->Cancel(id);
   }
 
   void OnDone() override { self_.reset(); }
 
  private:
+  static constexpr size_t kMaxQueuedForSnapshot = 16;
   struct Pending {
     v1::GenerateStreamResponse message;
     bool snapshot;
@@ -288,6 +304,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace

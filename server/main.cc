@@ -5,13 +5,15 @@
 // the model → warm-up generation → SERVING. SIGTERM/SIGINT: NOT_SERVING, new calls
 // UNAVAILABLE, in-flight requests drain for up to server.drain_timeout_seconds, the rest
 // are cancelled, exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad usage.
+#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -35,9 +37,47 @@ namespace dllm {
 namespace {
 
 constexpr absl::Duration kWarmupTimeout = absl::Minutes(10);
+
+// Self-pipe for SIGTERM/SIGINT. A handler (rather than blocking the signals and sigwait)
+// is needed because libraries start threads before main() (OpenBLAS does), and a signal
+// delivered to such a thread would take the default action and kill the process. This is
+// the one piece of global state: a signal handler can reach nothing else.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnStopSignal(int signal_number) {
+  const int saved_errno = errno;
+  const char byte = static_cast<char>(signal_number);
+  (void)!write(g_signal_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+absl::Status InstallStopSignalHandlers() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::InternalError("cannot create the signal pipe");
+  }
+  // The read end blocks; the write end stays non-blocking so the handler never stalls.
+  fcntl(g_signal_pipe[0], F_SETFL, fcntl(g_signal_pipe[0], F_GETFL) & ~O_NONBLOCK);
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError("cannot install the SIGTERM/SIGINT handlers");
+  }
+  return absl::OkStatus();
+}
+
+// Blocks until SIGTERM or SIGINT arrives (also if it arrived earlier, e.g. during loading).
+int WaitForStopSignal() {
+  char byte = 0;
+  while (read(g_signal_pipe[0], &byte, 1) != 1) {
+    if (errno != EINTR) return 0;
+  }
+  return byte;
+}
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
 
-int Run(int argc, char** argv, const sigset_t& stop_signals) {
+int Run(int argc, char** argv) {
   absl::StatusOr<CommandLine> cl =
       ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!cl.ok()) {
@@ -68,6 +108,7 @@ int Run(int argc, char** argv, const sigset_t& stop_signals) {
                  {{"stage", std::string(what)}, {"error", std::string(status.message())}});
     return 1;
   };
+  if (absl::Status st = InstallStopSignalHandlers(); !st.ok()) return fail("signals", st);
 
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
       config.auth, [](const std::string& name) -> std::optional<std::string> {
@@ -159,8 +200,7 @@ int Run(int argc, char** argv, const sigset_t& stop_signals) {
   health->SetServingStatus(true);
   logger.Info("serving", {{"port", int64_t{selected_port}}});
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = WaitForStopSignal();
   logger.Info("draining", {{"signal", int64_t{signal_number}},
                            {"drain_timeout_seconds", config.server.drain_timeout_seconds}});
   health->SetServingStatus(false);
@@ -177,13 +217,4 @@ int Run(int argc, char** argv, const sigset_t& stop_signals) {
 }  // namespace
 }  // namespace dllm
 
-int main(int argc, char** argv) {
-  // Block the stop signals before any thread exists so that every thread inherits the mask
-  // and only the main thread's sigwait receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  return dllm::Run(argc, argv, stop_signals);
-}
+int main(int argc, char** argv) { return dllm::Run(argc, argv); }

@@ -249,7 +249,13 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
     p.remasking = *r;
   }
   if (d.has_steps()) p.steps = d.steps();
-  if (d.has_block_length()) p.block_length = d.block_length();
+  if (d.has_block_length()) {
+    p.block_length = d.block_length();
+  } else if (p.schedule == Schedule::kBlock && p.block_length > out.max_new_tokens) {
+    // A default block longer than a short answer would be rejected by the engine; one
+    // block covering the whole answer is what the caller evidently wants.
+    p.block_length = out.max_new_tokens;
+  }
   if (d.has_window()) p.window = d.window();
   if (d.has_confidence_threshold()) p.confidence_threshold = d.confidence_threshold();
   if (d.has_temperature()) p.temperature = d.temperature();
@@ -295,7 +301,7 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   if (c.has_entropy_threshold()) k.entropy_threshold = c.entropy_threshold();
   if (c.has_recent_k()) k.recent_k = c.recent_k();
   if (c.has_refresh_interval()) k.refresh_interval = c.refresh_interval();
-  if (!(k.entropy_threshold >= 0.0f) || !std::isfinite(k.entropy_threshold)) {
+  if (!(k.entropy_threshold >= 0.0f)) {  // +inf is allowed: never refresh on entropy
     return Invalid("cache.entropy_threshold", absl::StrCat(k.entropy_threshold, " must be >= 0"));
   }
   if (k.recent_k < 0) return Invalid("cache.recent_k", absl::StrCat(k.recent_k, " must be >= 0"));

@@ -194,3 +194,28 @@ TEST_CASE("request mapping: enum round trips") {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("request mapping: an unset default block longer than the answer is shortened") {
+  const ModelInfo model = TestModel();  // default block_length 32
+  const RequestDefaults defaults = ResolveRequestDefaults(model, {}, {});
+  v1::GenerateRequest r = Prompt("x");
+  r.set_max_new_tokens(8);
+  absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, {}, model);
+  REQUIRE(g.ok());
+  CHECK(g->decoding.block_length == 8);
+  r.mutable_decoding()->set_block_length(16);  // explicit values are left to the engine
+  g = ToGenerationRequest(r, defaults, {}, model);
+  REQUIRE(g.ok());
+  CHECK(g->decoding.block_length == 16);
+  r.set_max_new_tokens(64);
+  r.mutable_decoding()->clear_block_length();
+  g = ToGenerationRequest(r, defaults, {}, model);
+  REQUIRE(g.ok());
+  CHECK(g->decoding.block_length == 32);
+}
+
+}  // namespace
+}  // namespace dllm
