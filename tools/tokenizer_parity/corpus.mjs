@@ -212,6 +212,9 @@ export function makeCorpus(seed = 20261130) {
     "tab\t\u0085\tend", "!!\u00a0!!", "\u000b\u000c\u001c\u001d", "1\u00852",
     "stop!\u180e", "a.\u180e\u180e b", "\u180e \u180e", "x \u180e\n", "(\u180e)?", "word \u180eword",
     "two  \u180esep",
+    // Llama-3 vocabulary entries that its merges cannot build (ignore_merges picks them whole).
+    " việc", "Tiếng Việt có nhiều điều hợp lý ngoài nhiên", "jeho ektedir, gelmektedir",
+    "در ایران", "geldıldı",
   ];
   const plan = [
     [() => prose(rng, rng.int(1, 40)), 400],
