@@ -10,7 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { makeCorpus } from "./corpus.mjs";
+import { makeCorpus, makeRng } from "./corpus.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const out = path.resolve(here, "../../tests/data/tokenizer");
@@ -70,9 +70,37 @@ function writeDreamFormat(qwen) {
   fs.writeFileSync(path.join(dst, "added_tokens.json"), JSON.stringify(addedJson, null, 2) + "\n");
 }
 
+// Decode cases: random ids, slices of encoded corpus strings (often cut inside a UTF-8
+// character), and encodings with special tokens, each with skip_special_tokens on or off.
+function referenceDecodes(tok, encoded, vocabSize, name) {
+  const rng = makeRng(4242);
+  const added = [...tok.get_added_tokens_decoder().keys()];
+  const cases = [];
+  for (let i = 0; i < 600; ++i) {
+    let ids = [];
+    const kind = i % 3;
+    if (kind === 0) {
+      for (let n = rng.int(1, 20); n > 0; --n) ids.push(rng.int(0, vocabSize - 1));
+    } else {
+      const row = rng.pick(encoded.filter((r) => r.length > 0));
+      const start = rng.int(0, row.length - 1);
+      ids = row.slice(start, start + rng.int(1, 12));
+    }
+    if (kind === 2 || rng.next() < 0.2) ids.splice(rng.int(0, ids.length), 0, rng.pick(added));
+    const skip = rng.next() < 0.5;
+    const text = tok.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
+    cases.push({ ids, skip_special: skip, text });
+  }
+  fs.writeFileSync(path.join(out, `decode_${name}.json`),
+    "{\n" + `"generator": ${JSON.stringify(generator)},\n` +
+    `"note": ${JSON.stringify("decode(ids, {skip_special_tokens, clean_up_tokenization_spaces: false})")},\n` +
+    `"cases": [\n${cases.map((c) => JSON.stringify(c)).join(",\n")}\n]\n}\n`);
+}
+
 function referenceIds(tokenizerJson, tokenizerConfig, corpus, name) {
   const tok = new Tokenizer(tokenizerJson, tokenizerConfig);
   const ids = corpus.map((text) => tok.encode(text, { add_special_tokens: false }).ids);
+  referenceDecodes(tok, ids, Object.keys(tokenizerJson.model.vocab).length, name);
   const body = {
     tokenizer: name,
     generator,

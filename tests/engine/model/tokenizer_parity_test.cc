@@ -82,6 +82,28 @@ void CheckParity(const Tokenizer& tokenizer, const std::string& ids_file) {
   CHECK(mismatches == 0);
 }
 
+// Decodes the reference id sequences (random ids, corpus slices cut inside UTF-8 characters,
+// special tokens with skip on and off) and compares with the reference text.
+void CheckDecodeParity(const Tokenizer& tokenizer, const std::string& decode_file) {
+  const json reference = ReadJson(kDataDir + "/" + decode_file);
+  const auto& cases = reference.at("cases");
+  REQUIRE(cases.size() >= 500);
+  size_t mismatches = 0;
+  for (const json& c : cases) {
+    const auto ids = c.at("ids").get<std::vector<int32_t>>();
+    const std::string actual = tokenizer.Decode(ids, c.at("skip_special").get<bool>());
+    const auto expected = c.at("text").get<std::string>();
+    if (actual != expected && mismatches++ == 0) {
+      FAIL_CHECK("first decode mismatch for "
+                 << c.at("ids").dump() << " skip_special=" << c.at("skip_special").dump()
+                 << "\n  expected " << Escaped(expected) << "\n  actual   " << Escaped(actual));
+    }
+  }
+  std::cout << "[tokenizer] " << decode_file << ": " << cases.size() << " decodes, " << mismatches
+            << " mismatches\n";
+  CHECK(mismatches == 0);
+}
+
 void CheckRoundTrip(const Tokenizer& tokenizer, bool nfc) {
   const TextNormalizer normalizer = nfc ? TextNormalizer({UnicodeForm::kNfc}) : TextNormalizer();
   size_t failures = 0;
@@ -99,6 +121,7 @@ TEST_CASE("Tokenizer parity: Qwen2.5 tokenizer.json", "[tokenizer][parity]") {
   const auto tokenizer = LoadTimed("qwen2_5");
   CHECK(tokenizer->size() == 151665);
   CheckParity(*tokenizer, "ids_qwen2_5.json");
+  CheckDecodeParity(*tokenizer, "decode_qwen2_5.json");
   CheckRoundTrip(*tokenizer, /*nfc=*/true);
 }
 
@@ -114,6 +137,7 @@ TEST_CASE("Tokenizer parity: Dream vocab.json + merges.txt", "[tokenizer][parity
   CHECK_FALSE(tokenizer->IsSpecial(151657));  // <tool_call> is added but not special
   CHECK_FALSE(tokenizer->IsSpecial(100));
   CheckParity(*tokenizer, "ids_dream.json");
+  CheckDecodeParity(*tokenizer, "decode_dream.json");
   CheckRoundTrip(*tokenizer, /*nfc=*/true);
   const std::vector<int32_t> ids = tokenizer->Encode("Hi<|im_end|><|endoftext|>");
   CHECK(tokenizer->Decode(ids, /*skip_special=*/true) == "Hi");
@@ -124,6 +148,7 @@ TEST_CASE("Tokenizer parity: Llama-3 tokenizer.json", "[tokenizer][parity]") {
   CHECK(tokenizer->size() == 128256);
   CHECK(tokenizer->TokenToId("<|eot_id|>") == 128009);
   CheckParity(*tokenizer, "ids_llama3.json");
+  CheckDecodeParity(*tokenizer, "decode_llama3.json");
   CheckRoundTrip(*tokenizer, /*nfc=*/false);
 }
 
