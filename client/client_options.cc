@@ -49,6 +49,7 @@ commands:
   tokenize   Tokenize PROMPT or --chat
   info       GetModelInfo (JSON)
   health     grpc.health.v1 Check; exit 0 only when SERVING (--service NAME, --wait SECONDS)
+  services   list the services the server exposes through reflection
   load       load test: --concurrency N with --duration SECONDS or --requests N [--stream];
              prints latency percentiles, throughput and errors by status
 connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-name NAME
@@ -66,7 +67,8 @@ absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>&
   ClientOptions o;
   if (args.empty()) return absl::InvalidArgumentError("missing command");
   o.command = args[0];
-  static const char* kCommands[] = {"generate", "stream", "tokenize", "info", "health", "load"};
+  static const char* kCommands[] = {"generate", "stream",   "tokenize", "info",
+                                    "health",   "services", "load"};
   bool known = false;
   for (const char* c : kCommands) known |= (o.command == c);
   if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown command '", o.command, "'"));

@@ -1,6 +1,6 @@
 // Command-line options of dllm-client.
 //
-//   dllm-client <generate|stream|tokenize|info|health|load> [options] [PROMPT]
+//   dllm-client <generate|stream|tokenize|info|health|services|load> [options] [PROMPT]
 //
 // Connection: --address HOST:PORT (default localhost:50051), --tls, --ca FILE (server CA,
 // implies --tls), --cert FILE --key FILE (client certificate for mutual TLS), --server-name

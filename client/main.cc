@@ -14,6 +14,7 @@
 #include "client/connection.h"
 #include "client/health_check.h"
 #include "client/load_test.h"
+#include "client/reflection_list.h"
 #include "client/request_builder.h"
 #include "dllm/v1/dllm.grpc.pb.h"
 
@@ -64,13 +65,13 @@ int Fail(const absl::Status& status, int code) {
 }
 
 void PrintSummary(const v1::GenerateResponse& r) {
-  const char* reason = v1::FinishReason_Name(r.finish_reason()).c_str() + 14;  // FINISH_REASON_
+  const std::string reason = v1::FinishReason_Name(r.finish_reason()).substr(14);  // FINISH_REASON_
   std::cerr << absl::StrFormat(
       "[finish=%s prompt_tokens=%d generated_tokens=%d steps=%d full_steps=%d refresh_ratio=%.3f "
       "total=%.3fs first_commit=%.3fs]\n",
-      reason, r.usage().prompt_tokens(), r.usage().generated_tokens(), r.cache_stats().steps(),
-      r.cache_stats().full_steps(), r.cache_stats().refresh_ratio(), r.timings().total_seconds(),
-      r.timings().first_commit_seconds());
+      reason.c_str(), r.usage().prompt_tokens(), r.usage().generated_tokens(),
+      r.cache_stats().steps(), r.cache_stats().full_steps(), r.cache_stats().refresh_ratio(),
+      r.timings().total_seconds(), r.timings().first_commit_seconds());
 }
 
 int Generate(const ClientOptions& o, const Connection& c) {
@@ -172,6 +173,17 @@ int Health(const ClientOptions& o, const Connection& c) {
   return state == "SERVING" ? 0 : 1;
 }
 
+int Services(const ClientOptions& o, const Connection& c) {
+  absl::StatusOr<std::vector<std::string>> names = ListServices(c, o.timeout_seconds.value_or(5.0));
+  if (!names.ok()) {
+    std::cerr << "error: " << absl::StatusCodeToString(names.status().code()) << ": "
+              << names.status().message() << "\n";
+    return 1;
+  }
+  for (const std::string& name : *names) std::cout << name << "\n";
+  return 0;
+}
+
 int Load(const ClientOptions& o, const Connection& c) {
   absl::StatusOr<v1::GenerateRequest> request = BuildGenerateRequest(o);
   if (!request.ok()) return Fail(request.status(), 2);
@@ -199,6 +211,7 @@ int Main(int argc, char** argv) {
   if (cmd == "tokenize") return Tokenize(*options, *connection);
   if (cmd == "info") return Info(*options, *connection);
   if (cmd == "health") return Health(*options, *connection);
+  if (cmd == "services") return Services(*options, *connection);
   return Load(*options, *connection);
 }
 

@@ -156,6 +156,9 @@ int Run(int argc, char** argv) {
                 absl::UnavailableError(absl::StrCat("cannot listen on ", config.server.address)));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  // The default health service knows only "" until a service's status is set explicitly;
+  // from then on SetServingStatus(bool) updates both.
+  health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
   health->SetServingStatus(false);
   logger.Info("listening", {{"address", config.server.address},
                             {"port", int64_t{selected_port}},

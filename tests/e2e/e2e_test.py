@@ -364,6 +364,32 @@ class E2ETest(unittest.TestCase):
         text = s.metrics_text()
         self.assertIn('dllm_requests_total{status="UNAUTHENTICATED"} 2', text)
 
+    def test_health_reflection_and_canvas(self):
+        s = self.start()
+        for service in ("", "dllm.v1.DiffusionLM"):
+            h = s.client("health", "--service", service)
+            self.assertEqual((h.returncode, h.stdout.strip()), (0, "SERVING"), h.stderr)
+        h = s.client("health", "--service", "no.such.Service")
+        self.assertEqual(h.returncode, 1)
+        # Server reflection lists the services (what grpcurl relies on).
+        r = s.client("services")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(set(r.stdout.split()),
+                         {"dllm.v1.DiffusionLM", "grpc.health.v1.Health",
+                          "grpc.reflection.v1alpha.ServerReflection"})
+        # --show-canvas redraws the forming canvas, masks visible, then the final text.
+        r = s.client("stream", "--show-canvas", "--max-new-tokens", "16", "Hi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("\x1b[2J\x1b[H", r.stdout)
+        self.assertIn("\u2592", r.stdout)
+        final = self.generate_json(s, "--max-new-tokens", "16", "Hi")
+        self.assertTrue(r.stdout.rstrip("\n").endswith(final["text"]))
+        # Text load report.
+        r = s.client("load", "--concurrency", "2", "--duration", "0.5", "Hi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("latency (ok): p50", r.stdout)
+        self.assertIn("by status: OK=", r.stdout)
+
     # ------------------------------------------------------------------ TLS
 
     def make_pki(self):
