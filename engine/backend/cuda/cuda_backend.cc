@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/backend/cuda/arena_free_list.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_index_math.h"
@@ -32,6 +33,9 @@ constexpr int kBf16Bytes = 2;
 
 // ---- Device arena ---------------------------------------------------------------------------
 
+// Chunks of device memory with a free list each. Internally locked: a buffer may be released
+// (e.g. a KV slab dropped by a cancelled request) on another thread than the worker's.
+
 class DeviceArena {
  public:
   struct Block {
@@ -47,21 +51,18 @@ class DeviceArena {
   }
 
   absl::Status AddChunk(int64_t bytes) {
-    bytes = cuda::ArenaRoundUp(bytes);
-    void* base = nullptr;
-    DLLM_CUDA_RETURN_IF_ERROR(cudaMalloc(&base, static_cast<size_t>(bytes)));
-    chunks_.push_back(Chunk{base, cuda::ArenaFreeList(bytes)});
-    reserved_ += bytes;
-    return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    return AddChunkLocked(bytes);
   }
 
   absl::StatusOr<Block> Allocate(int64_t bytes) {
+    absl::MutexLock lock(&mu_);
     for (int i = 0; i < static_cast<int>(chunks_.size()); ++i) {
       if (std::optional<int64_t> off = chunks_[i].list.Allocate(bytes)) {
         return Block{i, *off, bytes, static_cast<char*>(chunks_[i].base) + *off};
       }
     }
-    absl::Status grown = AddChunk(std::max(cuda::ArenaRoundUp(bytes), chunk_bytes_));
+    absl::Status grown = AddChunkLocked(std::max(cuda::ArenaRoundUp(bytes), chunk_bytes_));
     if (!grown.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat("CUDA arena cannot hold ", bytes,
                                                        " more bytes (", reserved_,
@@ -73,17 +74,34 @@ class DeviceArena {
     return Block{i, *off, bytes, static_cast<char*>(chunks_[i].base) + *off};
   }
 
-  void Free(const Block& b) { chunks_[b.chunk].list.Free(b.offset, b.bytes); }
-  int64_t reserved() const { return reserved_; }
+  void Free(const Block& b) {
+    absl::MutexLock lock(&mu_);
+    chunks_[b.chunk].list.Free(b.offset, b.bytes);
+  }
+  int64_t reserved() const {
+    absl::MutexLock lock(&mu_);
+    return reserved_;
+  }
 
  private:
   struct Chunk {
     void* base;
     cuda::ArenaFreeList list;
   };
-  int64_t chunk_bytes_;
-  int64_t reserved_ = 0;
-  std::vector<Chunk> chunks_;
+
+  absl::Status AddChunkLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bytes = cuda::ArenaRoundUp(bytes);
+    void* base = nullptr;
+    DLLM_CUDA_RETURN_IF_ERROR(cudaMalloc(&base, static_cast<size_t>(bytes)));
+    chunks_.push_back(Chunk{base, cuda::ArenaFreeList(bytes)});
+    reserved_ += bytes;
+    return absl::OkStatus();
+  }
+
+  const int64_t chunk_bytes_;
+  mutable absl::Mutex mu_;
+  int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Chunk> chunks_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---- Buffers -------------------------------------------------------------------------------
