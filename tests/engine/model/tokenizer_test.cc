@@ -106,6 +106,12 @@ TEST_CASE("Invalid UTF-8 input is repaired, never crashes", "[tokenizer]") {
   CHECK(tok->Decode(ids, false) == "a\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+TEST_CASE("Encode keeps NUL bytes and control characters", "[tokenizer]") {
+  const auto tok = SmallTokenizer();
+  const std::string text("a\0caf\xC3\xA9\x01\x7F\0", 10);
+  CHECK(tok->Decode(tok->Encode(text), false) == text);
+}
+
 TEST_CASE("Decode replaces invalid byte sequences with U+FFFD", "[tokenizer]") {
   const auto tok = SmallTokenizer();
   // Byte 0xE4 alone (id 0xE4 is the single byte), then 'a'.
