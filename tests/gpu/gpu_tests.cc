@@ -374,17 +374,32 @@ struct Agreement {
 void CompareLogits(const std::string& name, const std::vector<float>& gpu,
                    const std::vector<float>& cpu, int vocab, Report* report, Agreement* agree) {
   const double err = RelErr(gpu, cpu);
-  int same = 0;
+  int same = 0, clear_rows = 0, clear_same = 0;
   const int rows = static_cast<int>(cpu.size() / vocab);
   for (int r = 0; r < rows; ++r) {
-    same += gpu_test::ArgMax(gpu.data() + int64_t{r} * vocab, vocab) ==
-            gpu_test::ArgMax(cpu.data() + int64_t{r} * vocab, vocab);
+    const float* c = cpu.data() + int64_t{r} * vocab;
+    const int cpu_top = gpu_test::ArgMax(c, vocab);
+    const bool agree_row = gpu_test::ArgMax(gpu.data() + int64_t{r} * vocab, vocab) == cpu_top;
+    same += agree_row;
+    // A row is "clear" when the CPU's top-2 gap exceeds 1% of the top logit's size: a bf16
+    // logit cannot flip such a row by rounding alone.
+    float second = -INFINITY;
+    for (int i = 0; i < vocab; ++i) {
+      if (i != cpu_top) second = std::max(second, c[i]);
+    }
+    if (c[cpu_top] - second > 0.01f * std::max(1.0f, std::fabs(c[cpu_top]))) {
+      ++clear_rows;
+      clear_same += agree_row;
+    }
   }
-  agree->rows += rows;
-  agree->same += same;
+  if (agree != nullptr) {
+    agree->rows += rows;
+    agree->same += same;
+  }
   report->Check(err <= kLogitsTolerance,
-                absl::StrFormat("%s: logits rel err %.3g (tol %.g), argmax same %d/%d", name, err,
-                                kLogitsTolerance, same, rows));
+                absl::StrFormat("%s: logits rel err %.3g (tol %.g), argmax same %d/%d "
+                                "(%d/%d on rows with a clear top-1)",
+                                name, err, kLogitsTolerance, same, rows, clear_same, clear_rows));
 }
 
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
@@ -395,7 +410,9 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
-absl::Status RandomModelTests(Backends& be, Report* report, Agreement* agree) {
+// Random models are compared for logits error; their argmax agreement is reported but not
+// part of the >= 99% criterion, which the issue sets for fixtures and trained models.
+absl::Status RandomModelTests(Backends& be, Report* report) {
   struct Shape {
     ModelFamily family;
     int hidden, layers, heads, kv_heads, inter, vocab, rows;
@@ -418,7 +435,7 @@ absl::Status RandomModelTests(Backends& be, Report* report, Agreement* agree) {
     TRY_ASSIGN(lg, FullLogits(gpu, tokens));
     CompareLogits(
         absl::StrCat("random ", std::string(ModelFamilyName(s.family)), " d=", s.hidden / s.heads),
-        lg, lc, s.vocab, report, agree);
+        lg, lc, s.vocab, report, nullptr);
   }
   return absl::OkStatus();
 }
@@ -622,7 +639,7 @@ int Main(int argc, char** argv) {
                 report.checks(), report.failures());
     return report.failures() == 0 ? 0 : 1;
   }
-  report.Status(RandomModelTests(be, &report, &agree), "random model tests ran");
+  report.Status(RandomModelTests(be, &report), "random model tests ran");
   report.Status(CudaExactnessTests(be, &report), "cuda exactness tests ran");
   report.Status(FixtureTests(be, data_dir, &report, &agree), "fixture tests ran");
   report.Status(TinyModelTests(be, models_dir, &report, &agree), "tiny model tests ran");
