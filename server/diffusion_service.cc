@@ -48,9 +48,10 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
                              const v1::GenerateRequest* request, v1::GenerateResponse* response) {
     auto call = std::shared_ptr<GenerateCall>(new GenerateCall(service, response));
     call->self_ = call;
-    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request);
+    const std::string log_id = service->LogId(*request);
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request, log_id);
     if (!admitted.ok()) {
-      call->FinishCall(ToGrpcStatus(admitted.status()), nullptr, request->request_id());
+      call->FinishCall(ToGrpcStatus(admitted.status()), nullptr, log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;
@@ -133,9 +134,10 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
                                    const v1::GenerateRequest* request) {
     auto call = std::shared_ptr<GenerateStreamCall>(new GenerateStreamCall(service));
     call->self_ = call;
-    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request);
+    const std::string log_id = service->LogId(*request);
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request, log_id);
     if (!admitted.ok()) {
-      call->FinishWithoutEngine(ToGrpcStatus(admitted.status()), request->request_id());
+      call->FinishWithoutEngine(ToGrpcStatus(admitted.status()), log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;
@@ -347,8 +349,17 @@ absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* conte
   return absl::OkStatus();
 }
 
+std::string DiffusionService::LogId(const v1::GenerateRequest& request) {
+  const std::string& id = request.request_id();
+  bool usable = !id.empty() && id.size() <= 128;
+  for (unsigned char c : id) usable &= (c >= 0x21 && c <= 0x7e);
+  if (usable) return id;
+  return absl::StrCat("req-", next_id_.fetch_add(1, std::memory_order_relaxed));
+}
+
 absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest& request) {
+    grpc::CallbackServerContext* context, const v1::GenerateRequest& request,
+    const std::string& request_id) {
   Admitted out;
   if (absl::Status st = CheckAvailable(context, &out.engine); !st.ok()) return st;
   RequestDefaults defaults;
@@ -370,9 +381,7 @@ absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
     out.request.prompt_text.reset();
     out.request.messages.clear();
   }
-  if (out.request.id.empty()) {
-    out.request.id = absl::StrCat("req-", next_id_.fetch_add(1, std::memory_order_relaxed));
-  }
+  out.request.id = request_id;
   out.request.deadline = CallDeadline(context);
   return out;
 }

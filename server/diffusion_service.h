@@ -62,8 +62,11 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
     Engine* engine = nullptr;
     GenerationRequest request;
   };
+  // The id used in logs and responses: the caller's request_id when it is valid, else a
+  // server-assigned "req-<n>" (so even rejected calls are logged under a safe id).
+  std::string LogId(const v1::GenerateRequest& request);
   absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
-                                 const v1::GenerateRequest& request);
+                                 const v1::GenerateRequest& request, const std::string& request_id);
   // Final gRPC status for an engine final event (see SetDraining).
   grpc::Status FinalStatus(const FinalEvent& event, bool client_cancelled) const;
   // Counts and logs one finished generation call. `event` is null when it never ran.
