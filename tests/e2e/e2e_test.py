@@ -262,6 +262,20 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertEqual(plain.stdout.rstrip("\n"), final["text"])
 
+    def test_dream_model(self):
+        dream = os.path.join(SOURCE_DIR, "tests", "data", "reference", "dream_gqa")
+        s = self.start(extra_args=["--model", dream])
+        info = json.loads(s.client("info").stdout)
+        self.assertEqual(info["default_decoding"]["schedule"], "SCHEDULE_TIMESTEP")
+        args = ["--chat", "Hi", "--system", "Be brief.", "--max-new-tokens", "16"]
+        unary = self.generate_json(s, *args)
+        r = s.client("stream", "--json", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        final = json.loads(r.stdout.splitlines()[-1])["final"]
+        self.assertEqual(final["token_ids"], unary["token_ids"])
+        t = json.loads(s.client("tokenize", "--json", *args[:4]).stdout)
+        self.assertEqual(len(t["token_ids"]), unary["usage"]["prompt_tokens"])
+
     def test_cancel_mid_stream(self):
         s = self.start()
         r = s.client("stream", "--request-id", "to-cancel", "--cancel-after", "1",
