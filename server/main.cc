@@ -9,6 +9,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <poll.h>
 #include <prometheus/exposer.h>
 #include <signal.h>
 #include <unistd.h>
@@ -65,6 +66,12 @@ absl::Status InstallStopSignalHandlers() {
     return absl::InternalError("cannot install the SIGTERM/SIGINT handlers");
   }
   return absl::OkStatus();
+}
+
+// True when a stop signal arrived already (e.g. while the model was loading).
+bool StopSignalPending() {
+  pollfd fd = {g_signal_pipe[0], POLLIN, 0};
+  return poll(&fd, 1, 0) == 1;
 }
 
 // Blocks until SIGTERM or SIGINT arrives (also if it arrived earlier, e.g. during loading).
@@ -200,8 +207,10 @@ int Run(int argc, char** argv) {
     server->Shutdown(std::chrono::system_clock::now());
     return fail("config", st);
   }
-  health->SetServingStatus(true);
-  logger.Info("serving", {{"port", int64_t{selected_port}}});
+  if (!StopSignalPending()) {  // a pod stopped during loading never turns ready
+    health->SetServingStatus(true);
+    logger.Info("serving", {{"port", int64_t{selected_port}}});
+  }
 
   const int signal_number = WaitForStopSignal();
   logger.Info("draining", {{"signal", int64_t{signal_number}},
