@@ -16,7 +16,7 @@ TEST_CASE("LLaDA single user turn", "[chat_template]") {
         "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-TEST_CASE("LLaDA multi-turn: BOS once, every turn trimmed, assistant header appended",
+TEST_CASE("LLaDA multi-turn has one BOS and trimmed turns and the assistant header",
           "[chat_template]") {
   const std::vector<ChatMessage> chat = {
       {"system", "Be brief. "}, {"user", "Hi"}, {"assistant", " Hello!\u3000"}, {"user", "\tBye"}};

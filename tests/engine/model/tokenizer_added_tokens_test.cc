@@ -30,7 +30,7 @@ TEST_CASE("Added tokens split leftmost-longest", "[tokenizer]") {
   CHECK(SplitAll(*set, "") == Pieces{});
 }
 
-TEST_CASE("Added token lstrip, rstrip and single_word", "[tokenizer]") {
+TEST_CASE("Added token lstrip rstrip and single_word flags", "[tokenizer]") {
   AddedToken strip = Token(5, "<m>");
   strip.lstrip = true;
   strip.rstrip = true;

@@ -41,7 +41,7 @@ TEST_CASE("Regex supports possessive quantifiers and lookahead", "[tokenizer]") 
   CHECK(Matches(**llada, "It's 42!") == std::vector<std::string>{"It", "'s", " ", "4", "2", "!"});
 }
 
-TEST_CASE("Regex \\s is exactly Unicode White_Space, as in Oniguruma", "[tokenizer]") {
+TEST_CASE("Regex whitespace escape is exactly Unicode White_Space as in Oniguruma", "[tokenizer]") {
   auto regex = UnicodeRegex::Compile(R"(\s+|\S+)");
   REQUIRE(regex.ok());
   // NEL (U+0085) is White_Space; U+180E has not been since Unicode 6.3 (PCRE2 says it is).

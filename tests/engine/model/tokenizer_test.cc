@@ -91,7 +91,7 @@ TEST_CASE("Decode inverts Encode for valid UTF-8 up to NFC", "[tokenizer]") {
   }
 }
 
-TEST_CASE("Encode uses merges, added tokens and NFC", "[tokenizer]") {
+TEST_CASE("Encode uses merges and added tokens and NFC", "[tokenizer]") {
   const auto tok = SmallTokenizer();
   using V = std::vector<int32_t>;
   CHECK(tok->Encode(" the") == V{258});
@@ -100,7 +100,7 @@ TEST_CASE("Encode uses merges, added tokens and NFC", "[tokenizer]") {
   CHECK(tok->Encode("") == V{});
 }
 
-TEST_CASE("Invalid UTF-8 input is repaired, never crashes", "[tokenizer]") {
+TEST_CASE("Invalid UTF-8 input is repaired and never crashes", "[tokenizer]") {
   const auto tok = SmallTokenizer();
   const std::vector<int32_t> ids = tok->Encode("a\xFF\xE4\xB8");
   CHECK(tok->Decode(ids, false) == "a\xEF\xBF\xBD\xEF\xBF\xBD");
