@@ -241,7 +241,7 @@ TEST_CASE("Deadlines end queued and running requests with DEADLINE_EXCEEDED",
   CHECK(expired.reason == FinishReason::kDeadline);
 
   GenerationRequest running = Request(DecodingParams{});
-  running.deadline = absl::Now() + absl::Milliseconds(200);
+  running.deadline = absl::Now() + absl::Seconds(1);
   auto sink = std::make_shared<CollectSink>();
   // The first commit outlasts the deadline, so the sequence expires before its next step.
   sink->on_commit = [deadline = running.deadline](const CommitEvent& e) {
@@ -280,6 +280,32 @@ TEST_CASE("A queue at its bound rejects with RESOURCE_EXHAUSTED", "[scheduler][q
   release.Notify();
   CHECK(blocker->Wait().status.ok());
   for (auto& s : queued) CHECK(s->Wait().status.ok());
+}
+
+TEST_CASE("Cancelling a queued request ends it before admission", "[scheduler][cancel]") {
+  EngineOptions options;
+  options.max_batch_sequences = 1;
+  Harness h(false, options);
+  absl::Notification entered, release;
+  auto blocker = std::make_shared<CollectSink>();
+  blocker->on_commit = [&](const CommitEvent& e) {
+    if (e.step == 0) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  };
+  REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
+  entered.WaitForNotification();
+  auto queued = std::make_shared<CollectSink>();
+  auto id = h.engine->Submit(Request(DecodingParams{}), queued);
+  REQUIRE(id.ok());
+  h.engine->Cancel(*id);
+  release.Notify();
+  const FinalEvent final = queued->Wait();
+  CHECK(absl::IsCancelled(final.status));
+  CHECK(final.stats.steps == 0);
+  CHECK(queued->commits().empty());
+  CHECK(blocker->Wait().status.ok());
 }
 
 TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
