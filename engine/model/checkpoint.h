@@ -29,8 +29,8 @@ int DTypeSize(DType dtype);
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;       // row-major; PyTorch Linear weights are [out, in]
-  std::span<const uint8_t> bytes;   // exactly prod(shape) * DTypeSize(dtype) bytes
+  std::vector<int64_t> shape;      // row-major; PyTorch Linear weights are [out, in]
+  std::span<const uint8_t> bytes;  // exactly prod(shape) * DTypeSize(dtype) bytes
   // Views from a Checkpoint start at an address aligned to DTypeSize(dtype) (checked at Open),
   // so they may be read as uint16_t / float arrays; little-endian like the file.
   int64_t NumElements() const;
