@@ -1,6 +1,9 @@
 #include "engine/kv/kv_pool.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <thread>
+#include <vector>
 
 #include "engine/backend/backend_factory.h"
 #include "engine/model/forward_random_model.h"
@@ -45,6 +48,37 @@ TEST_CASE("kv_pool: accounting, exhaustion and leak-free release") {
     auto s = pool.Allocate(1 + i % 100);
     REQUIRE(s.ok());
   }
+  CHECK(pool.used_bytes() == 0);
+}
+
+TEST_CASE("kv_pool: concurrent allocations never exceed the budget") {
+  auto backend = CreateBackend("cpu", 1);
+  REQUIRE(backend.ok());
+  const ModelConfig config = RandomModelConfig(ModelFamily::kLlada, 32, 1, 2, 2, 64, 50, 4096);
+  KvPool pool(backend->get(), config, 10 * config.KvBytesPerPosition(4));  // 3 slabs of 3 fit
+  std::vector<std::thread> threads;
+  // Catch2 assertions are not thread-safe: collect, then check on this thread.
+  std::atomic<int> granted{0}, refused{0};
+  std::atomic<bool> over_budget{false}, wrong_code{false};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto slab = pool.Allocate(3);
+        if (slab.ok()) {
+          ++granted;
+          if (pool.used_bytes() > pool.budget_bytes()) over_budget = true;
+        } else {
+          if (slab.status().code() != absl::StatusCode::kResourceExhausted) wrong_code = true;
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK_FALSE(over_budget);
+  CHECK_FALSE(wrong_code);
+  CHECK(granted + refused == 800);
+  CHECK(granted > 0);
   CHECK(pool.used_bytes() == 0);
 }
 

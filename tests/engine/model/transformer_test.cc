@@ -337,3 +337,29 @@ TEST_CASE("transformer: Create rejects weights that do not match the config") {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("transformer: results do not depend on the backend's thread count") {
+  const ModelConfig config = MidConfig();
+  Harness one = MakeHarness(config, 5, 1);
+  Harness four = MakeHarness(config, 5, 4);
+  const std::vector<int32_t> tokens = RandomTokens(50, config.vocab_size, 6);
+  auto slab1 = one.pool->Allocate(50);
+  auto slab4 = four.pool->Allocate(50);
+  REQUIRE(slab1.ok());
+  REQUIRE(slab4.ok());
+  for (float temperature : {0.0f, 1.0f}) {
+    StepBatch b1, b4;
+    b1.sequences.push_back(Step(slab1->get(), tokens, Iota(50), Iota(50), 2, temperature));
+    b4.sequences.push_back(Step(slab4->get(), tokens, Iota(50), Iota(50), 2, temperature));
+    StepResult r1, r4;
+    REQUIRE(one.transformer->Forward(b1, &r1).ok());
+    REQUIRE(four.transformer->Forward(b4, &r4).ok());
+    for (int p = 0; p < 50; ++p) CHECK(SameBits(r1[0][p], r4[0][p]));
+  }
+}
+
+}  // namespace
+}  // namespace dllm
