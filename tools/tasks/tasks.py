@@ -3,11 +3,11 @@
 
 Seven task families, each with short natural-ish prompts and an exact answer string:
 
-  add      two-digit addition                 "What is 47 + 38?"                 -> "85"
-  sub      two-digit subtraction (a >= b)     "What is 83 - 27?"                 -> "56"
+  add      two-digit plus one-digit addition  "What is 47 + 8?"                  -> "55"
+  sub      two-digit minus one-digit (a >= b) "What is 83 - 7?"                  -> "76"
   max      larger of two numbers              "Which is larger, 17 or 71?"       -> "71"
-  sort     sort 3-5 digits ascending          "Sort these numbers: 7 2 9 4"      -> "2 4 7 9"
-  reverse  reverse a list of 2-4 words        "Reverse the words: cat sun red"   -> "red sun cat"
+  sort     sort 3-4 digits ascending          "Sort these numbers: 7 2 9 4"      -> "2 4 7 9"
+  reverse  reverse a list of 2-3 words        "Reverse the words: cat sun red"   -> "red sun cat"
   count    count the words in a list          "Count the words: dog cat sun"     -> "3"
   word     templated word problem             "Tom has 5 apples. He buys 3 more. ..." -> "8"
 
@@ -41,14 +41,16 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 def _add(r):
-    a, b = r.randint(0, 99), r.randint(0, 99)
+    a, b = r.randint(0, 99), r.randint(0, 9)
+    if r.random() < 0.5:
+        a, b = b, a
     t = r.choice(["What is {a} + {b}?", "Add {a} and {b}."])
     return t.format(a=a, b=b), str(a + b)
 
 
 def _sub(r):
-    a, b = r.randint(0, 99), r.randint(0, 99)
-    a, b = max(a, b), min(a, b)
+    a = r.randint(0, 99)
+    b = r.randint(0, min(a, 9))
     t = r.choice(["What is {a} - {b}?", "Subtract {b} from {a}."])
     return t.format(a=a, b=b), str(a - b)
 
@@ -62,19 +64,19 @@ def _max(r):
 
 
 def _sort(r):
-    xs = [r.randint(0, 9) for _ in range(r.randint(3, 5))]
+    xs = [r.randint(0, 9) for _ in range(r.randint(3, 4))]
     t = r.choice(["Sort these numbers: {x}", "Sort in ascending order: {x}"])
     return t.format(x=" ".join(map(str, xs))), " ".join(map(str, sorted(xs)))
 
 
 def _reverse(r):
-    ws = [r.choice(WORDS) for _ in range(r.randint(2, 4))]
+    ws = [r.choice(WORDS) for _ in range(r.randint(2, 3))]
     t = r.choice(["Reverse the words: {x}", "Say these words backwards: {x}"])
     return t.format(x=" ".join(ws)), " ".join(reversed(ws))
 
 
 def _count(r):
-    ws = [r.choice(WORDS) for _ in range(r.randint(1, 7))]
+    ws = [r.choice(WORDS) for _ in range(r.randint(1, 5))]
     t = r.choice(["Count the words: {x}", "How many words are in this list: {x}"])
     return t.format(x=" ".join(ws)), str(len(ws))
 

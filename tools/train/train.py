@@ -42,7 +42,11 @@ def log(*a):
     print(time.strftime("%H:%M:%S"), *a, flush=True)
 
 
-def init_weights(model, seed, std=0.02):
+def init_weights(model, seed):
+    """Width-aware init: matrices ~ N(0, 1/fan_in) (residual outputs o/down additionally
+    / sqrt(2 * layers)), embedding rows ~ N(0, 1), norms 1, biases 0. (A GPT-2 style fixed
+    std of 0.02 is far too small at width 64 and left the attention uniform for thousands of
+    steps.)"""
     g = torch.Generator().manual_seed(seed)
     n_layers = model.arch.layers
     with torch.no_grad():
@@ -51,9 +55,12 @@ def init_weights(model, seed, std=0.02):
                 p.fill_(1.0)
             elif name.endswith(".bias"):
                 p.zero_()
-            elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
-                p.copy_(torch.randn(p.shape, generator=g) * std / math.sqrt(2 * n_layers))
+            elif name == "embed.weight":
+                p.copy_(torch.randn(p.shape, generator=g))
             else:
+                std = 1.0 / math.sqrt(p.shape[1])
+                if name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
+                    std /= math.sqrt(2 * n_layers)
                 p.copy_(torch.randn(p.shape, generator=g) * std)
 
 
@@ -121,6 +128,7 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=None)
     ap.add_argument("--intermediate", type=int, default=384)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--tok-vocab", type=int, default=512, help="BPE base vocab (before specials)")
     ap.add_argument("--tok-corpus", type=int, default=20000)
     ap.add_argument("--pool", type=int, default=300000, help="training examples generated")
@@ -132,8 +140,11 @@ def main():
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--minutes", type=float, default=45.0, help="hard wall-clock cap")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--eps", type=float, default=1e-3)
+    ap.add_argument("--eps", type=float, default=0.1,
+                    help="p_mask = (1 - eps) t + eps; 0.1 bounds the 1/p weight at 10 (G ~ 10)")
     ap.add_argument("--bench", type=int, default=0, help="time this many steps and exit")
+    ap.add_argument("--init-from", default=None,
+                    help="continue from a saved model folder (its weights and tokenizer)")
     args = ap.parse_args()
 
     t_start = time.time()
@@ -146,8 +157,12 @@ def main():
     test, val, exclude = tasks.load_splits()
     stream = tasks.stream(tasks.TRAIN_SEED + args.seed, exclude)
     corpus = list(itertools.islice(stream, args.tok_corpus))
-    tok = bpe.build(family, [bpe.render_chat(family, x["prompt"]) + x["answer"] for x in corpus],
-                    args.tok_vocab)
+    if args.init_from:
+        tok = bpe.load(args.init_from)
+    else:
+        tok = bpe.build(family,
+                        [bpe.render_chat(family, x["prompt"]) + x["answer"] for x in corpus],
+                        args.tok_vocab)
     sp = common.Specials(family, tok)
     vocab_rows = (len(tok) + 63) // 64 * 64  # embedding rows padded like the real checkpoints
     log(f"tokenizer: base {len(tok.vocab)} merges {len(tok.merges)} size {len(tok)} "
@@ -166,11 +181,16 @@ def main():
     kv = args.kv_heads or args.heads
     cfg = modeling.make_config(
         common.MODEL_TYPE[family], args.hidden, args.layers, args.heads, kv, args.intermediate,
-        vocab_rows, 500000.0 if family == "llada" else 1000000.0,
+        vocab_rows, args.rope_theta,
         1e-5 if family == "llada" else 1e-6, 512 if family == "llada" else 1024,
         sp.mask, sp.eos, sp.pad, sp.bos)
-    model = modeling.DiffusionLM(cfg)
-    init_weights(model, args.seed)
+    if args.init_from:
+        model, cfg = modeling.load_checkpoint(args.init_from, torch.float32)
+        model.train()
+        log(f"initialized from {args.init_from}")
+    else:
+        model = modeling.DiffusionLM(cfg)
+        init_weights(model, args.seed)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model {family}: {n_params} params ({2 * n_params / 1e6:.2f} MB bf16)")
 
@@ -198,7 +218,8 @@ def main():
             + f" ({time.time() - te:.1f}s){' *best*' if improved else ''}")
         if improved:
             best, best_step = acc, step
-            info = {"family": family, "step": step, "val_exact_match": acc, "val_per_family": per,
+            info = {"family": family, "step": step, "argv": sys.argv, "val_exact_match": acc,
+                    "val_per_family": per,
                     "train_seconds": round(time.time() - t_train, 1), "args": vars(args),
                     "params": n_params, "tokenizer_size": len(tok)}
             save_model(model, cfg, tok, family, g_len, args.out, info)
