@@ -29,7 +29,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (options.max_batch_sequences < 1) {
     return absl::InvalidArgumentError("max_batch_sequences must be >= 1");
   }
-  if (options.queue_capacity < 0) return absl::InvalidArgumentError("queue_capacity must be >= 0");
+  // Every request passes through the queue, so a zero capacity would refuse everything.
+  if (options.queue_capacity < 1) return absl::InvalidArgumentError("queue_capacity must be >= 1");
+  if (options.max_new_tokens_limit < 1) {
+    return absl::InvalidArgumentError("max_new_tokens_limit must be >= 1");
+  }
   LoadOptions load;
   load.model_dir = options.model_dir;
   load.backend = options.backend == BackendKind::kCuda ? "cuda" : "cpu";

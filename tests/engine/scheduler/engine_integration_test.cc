@@ -226,6 +226,12 @@ TEST_CASE("Engine::Create reports a missing model folder", "[engine][integration
   CHECK_FALSE(engine.ok());
   options.model_dir = "";
   CHECK(absl::IsInvalidArgument(Engine::Create(options).status()));
+  options.model_dir = FixtureDir("llada_mha");
+  options.queue_capacity = 0;
+  CHECK(absl::IsInvalidArgument(Engine::Create(options).status()));
+  options.queue_capacity = 4;
+  options.max_batch_sequences = 0;
+  CHECK(absl::IsInvalidArgument(Engine::Create(options).status()));
 }
 
 }  // namespace
