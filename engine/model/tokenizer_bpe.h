@@ -40,6 +40,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text) const override;
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string TokenBytes(int32_t id) const override;
+  // Added tokens by their text ("<|mask|>"); vocabulary tokens by their byte-level spelling
+  // ("Ġthe" for " the").
   std::optional<int32_t> TokenToId(std::string_view token) const override;
   bool IsSpecial(int32_t id) const override;
   int32_t size() const override { return size_; }
