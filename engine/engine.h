@@ -42,7 +42,7 @@ enum class Remasking { kLowConfidence, kRandom, kOrigin, kMaskgitPlus, kTopkMarg
 struct DecodingParams {
   Schedule schedule = Schedule::kBlock;
   Remasking remasking = Remasking::kLowConfidence;
-  int steps = 0;         // total denoising steps for quota schedules; 0 = gen length
+  int steps = 0;          // total denoising steps for quota schedules; 0 = gen length
   int block_length = 32;  // kBlock
   int window = 32;        // kWindow: masks in the current denoising window
   // > 0: commit every candidate whose confidence >= threshold, at least one per step
@@ -74,14 +74,14 @@ struct CacheParams {
 // when several are set: callers set one. ChatMessage comes from engine/model/chat_template.h.
 
 struct GenerationRequest {
-  std::string id;  // caller's id, echoed in logs and events
+  std::string id;                          // caller's id, echoed in logs and events
   std::optional<std::string> prompt_text;  // raw text, tokenized without a chat template
   std::vector<ChatMessage> messages;       // rendered with the model's chat template
   std::vector<int32_t> prompt_ids;         // used verbatim
   int max_new_tokens = 64;                 // canvas length G
   DecodingParams decoding;
   CacheParams cache;
-  int snapshot_every_steps = 0;            // 0: no provisional canvas snapshots
+  int snapshot_every_steps = 0;  // 0: no provisional canvas snapshots
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -96,13 +96,13 @@ struct SequenceStats {
   int steps = 0;
   int full_steps = 0;
   int partial_steps = 0;
-  int64_t rows_computed = 0;  // query rows summed over steps
+  int64_t rows_computed = 0;    // query rows summed over steps
   double decision_seconds = 0;  // time spent in the cache policy's decisions
   double mean_committed_entropy = 0;
   double max_committed_entropy = 0;
   double queue_seconds = 0;
   double first_commit_seconds = 0;  // from submission
-  double total_seconds = 0;          // from submission to final event
+  double total_seconds = 0;         // from submission to final event
   double RefreshRatio() const { return steps ? double(full_steps) / steps : 0.0; }
 };
 
@@ -123,8 +123,8 @@ struct SnapshotEvent {
 struct FinalEvent {
   absl::Status status;  // OK for kLength/kEos; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
   FinishReason reason = FinishReason::kLength;
-  std::string text;                  // full answer, cut at the first end token
-  std::vector<int32_t> token_ids;    // the same, as ids
+  std::string text;                // full answer, cut at the first end token
+  std::vector<int32_t> token_ids;  // the same, as ids
   SequenceStats stats;
 };
 
@@ -146,8 +146,8 @@ class EngineObserver {
     int sequences = 0;       // batch size of this step
     int full_sequences = 0;  // sequences that did a full refresh
     int partial_sequences = 0;
-    int64_t rows = 0;        // query rows over the whole batch
-    double seconds = 0;      // wall time of the step (plan + forward + commit)
+    int64_t rows = 0;    // query rows over the whole batch
+    double seconds = 0;  // wall time of the step (plan + forward + commit)
     double decision_seconds = 0;
     std::vector<float> committed_entropies;  // one per token committed this step
   };

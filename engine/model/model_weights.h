@@ -17,14 +17,14 @@ struct LayerWeights {
   TensorView attn_norm;  // [hidden]
   TensorView q, k, v;    // [heads*head_dim, hidden], [kv_heads*head_dim, hidden] x2
   std::optional<TensorView> q_bias, k_bias, v_bias;  // present iff config.qkv_bias
-  TensorView o;          // [hidden, heads*head_dim]
-  TensorView ffn_norm;   // [hidden]
-  TensorView gate, up;   // [intermediate, hidden]; gate goes through SiLU
-  TensorView down;       // [hidden, intermediate]
+  TensorView o;                                      // [hidden, heads*head_dim]
+  TensorView ffn_norm;                               // [hidden]
+  TensorView gate, up;  // [intermediate, hidden]; gate goes through SiLU
+  TensorView down;      // [hidden, intermediate]
 };
 
 struct ModelWeights {
-  TensorView embed;       // [vocab, hidden]
+  TensorView embed;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   TensorView final_norm;  // [hidden]
   TensorView lm_head;     // [vocab, hidden]

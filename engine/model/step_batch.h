@@ -25,9 +25,9 @@ struct SamplingParams {
 };
 
 struct SequenceStep {
-  KvSlab* kv = nullptr;                  // the sequence's cache; not owned
-  std::span<const int32_t> tokens;       // the whole canvas, length N = kv capacity in use
-  std::vector<int32_t> query_positions;  // ascending, unique, in [0, N); all of [0, N) = full
+  KvSlab* kv = nullptr;                    // the sequence's cache; not owned
+  std::span<const int32_t> tokens;         // the whole canvas, length N = kv capacity in use
+  std::vector<int32_t> query_positions;    // ascending, unique, in [0, N); all of [0, N) = full
   std::vector<int32_t> predict_positions;  // ascending, unique; positions whose token is wanted
   SamplingParams sampling;
   int32_t step = 0;  // denoising step index, part of the RNG key
@@ -43,7 +43,7 @@ struct RowStats {
   // Proposed token: the argmax when temperature == 0, else a sample from the tempered,
   // top-k/top-p filtered distribution keyed by (seed, position, step).
   int32_t token = 0;
-  float token_prob = 0;      // untempered, unfiltered softmax probability of `token`
+  float token_prob = 0;  // untempered, unfiltered softmax probability of `token`
 };
 
 struct StepBatch {
