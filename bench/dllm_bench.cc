@@ -11,6 +11,7 @@
 //                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
 // (common keys: temperature, seed; default: the model family's defaults).
 //
+// --batch N lets the engine step up to N requests together (all tasks are queued at once).
 // Each task {"prompt", "answer"} is rendered through the model's chat template as one user
 // message. For every (decoding, policy) setting the same prompts run through one engine, and
 // one JSON object per setting is printed on its own line. The `none` policy always runs first
@@ -213,13 +214,15 @@ class WaitSink final : public EventSink {
 };
 
 Result RunSetting(Engine& engine, const std::vector<Task>& tasks, const Setting& setting,
-                  int gen_length, int batch) {
+                  int gen_length) {
   Result r;
   int64_t steps = 0, full = 0, rows = 0, correct = 0;
   double decision = 0, entropy = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (size_t begin = 0; begin < tasks.size(); begin += batch) {
-    const size_t end = std::min(tasks.size(), begin + batch);
+  // All requests are submitted at once; the engine runs up to `batch` of them per step and
+  // admits the next one as soon as one finishes (continuous batching).
+  {
+    const size_t begin = 0, end = tasks.size();
     std::vector<std::shared_ptr<WaitSink>> sinks;
     for (size_t i = begin; i < end; ++i) {
       GenerationRequest req;
@@ -385,7 +388,7 @@ int Main(int argc, char** argv) {
   options.backend = backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
   if (backend != "cpu" && backend != "cuda") Die("--backend must be cpu or cuda");
   options.max_batch_sequences = batch;
-  options.queue_capacity = std::max(64, batch);
+  options.queue_capacity = std::max<int>(64, static_cast<int>(tasks.size()));
   options.cpu_threads = threads;
   options.max_new_tokens_limit = std::max(1024, gen_length);
   options.kv_budget_bytes = int64_t{8} << 30;
@@ -454,11 +457,11 @@ int Main(int argc, char** argv) {
     RunSetting(
         **engine,
         std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
-        settings[0], gen_length, batch);
+        settings[0], gen_length);
     double none_tps = 0;
     for (size_t s = 0; s < settings.size(); ++s) {
       const Setting& setting = settings[s];
-      const Result r = RunSetting(**engine, tasks, setting, gen_length, batch);
+      const Result r = RunSetting(**engine, tasks, setting, gen_length);
       if (!r.rejected.empty()) {
         nlohmann::json j;
         j["decoding"] = DecodingJson(setting.decoding);
