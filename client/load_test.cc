@@ -9,35 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/grpc_code_name.h"
 #include "dllm/v1/dllm.grpc.pb.h"
 
 namespace dllm::client {
-namespace {
-
-std::string CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
-}
-
-}  // namespace
-
 double LoadReport::Percentile(double q) const {
   if (latencies_seconds.empty()) return 0;
   const size_t rank = static_cast<size_t>(std::ceil(q * latencies_seconds.size()));
@@ -78,7 +53,7 @@ LoadReport RunLoad(const Connection& connection, const v1::GenerateRequest& requ
       const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
       absl::MutexLock lock(&mu);
       ++report.requests;
-      ++report.by_status[CodeName(status.error_code())];
+      ++report.by_status[GrpcCodeName(status.error_code())];
       if (status.ok()) {
         ++report.ok;
         report.generated_tokens += tokens;

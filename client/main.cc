@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "client/client_options.h"
 #include "client/connection.h"
+#include "client/grpc_code_name.h"
 #include "client/health_check.h"
 #include "client/load_test.h"
 #include "client/reflection_list.h"
@@ -20,28 +21,6 @@
 
 namespace dllm::client {
 namespace {
-
-const char* CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
-}
 
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   google::protobuf::util::JsonPrintOptions options;
@@ -55,7 +34,8 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
 }
 
 int Fail(const grpc::Status& status) {
-  std::cerr << "error: " << CodeName(status.error_code()) << ": " << status.error_message() << "\n";
+  std::cerr << "error: " << GrpcCodeName(status.error_code()) << ": " << status.error_message()
+            << "\n";
   return 1;
 }
 

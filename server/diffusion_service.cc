@@ -415,7 +415,7 @@ void DiffusionService::RecordCall(const char* method, const std::string& request
   };
   if (event != nullptr) {
     const SequenceStats& s = event->stats;
-    fields.push_back({"finish_reason", std::string(FinishReasonLabel(event->reason))});
+    fields.push_back({"finish_reason", std::string(FinishReasonName(event->reason))});
     fields.push_back({"prompt_tokens", int64_t{s.prompt_tokens}});
     fields.push_back({"generated_tokens", int64_t{s.generated_tokens}});
     fields.push_back({"steps", int64_t{s.steps}});

@@ -18,22 +18,6 @@ v1::FinishReason ToProto(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
-const char* FinishReasonLabel(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kEos:
-      return "eos";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kDeadline:
-      return "deadline";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "error";
-}
-
 void FillGenerateResponse(const std::string& request_id, const FinalEvent& event,
                           v1::GenerateResponse* out) {
   out->set_request_id(request_id);

@@ -12,7 +12,6 @@
 namespace dllm {
 
 v1::FinishReason ToProto(FinishReason reason);
-const char* FinishReasonLabel(FinishReason reason);  // "length", "eos", ...
 
 // Fills text, ids, finish reason, usage, cache stats and timings.
 void FillGenerateResponse(const std::string& request_id, const FinalEvent& event,
