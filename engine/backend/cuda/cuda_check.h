@@ -6,8 +6,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/cublaslt_loader.h"
 
 namespace dllm {
 namespace cuda {
@@ -24,6 +27,13 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what) {
 
 inline absl::Status CublasStatus(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  if (st == CUBLAS_STATUS_NOT_INITIALIZED) {
+    // The lazy loader (cublaslt_loader.h) reports a missing libcublasLt this way.
+    std::string load_error = CublasLtLoadError();
+    if (!load_error.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("backend \"cuda\": ", load_error));
+    }
+  }
   return absl::InternalError(absl::StrCat(what, ": cuBLASLt status ", static_cast<int>(st)));
 }
 
