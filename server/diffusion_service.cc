@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/model/tokenizer.h"
+#include "server/engine_request_link.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
 
@@ -34,12 +35,6 @@ absl::Time CallDeadline(grpc::CallbackServerContext* context) {
   return t < now - absl::Hours(24 * 365) ? absl::InfiniteFuture() : t;
 }
 
-// gRPC also reports an expired deadline through OnCancel. The engine ends such a request
-// by itself at its next step (GenerationRequest::deadline is the call's deadline) with
-// FinishReason::kDeadline, which keeps logs and metrics saying DEADLINE_EXCEEDED rather
-// than CANCELLED; so only a cancellation before the deadline is forwarded to the engine.
-bool DeadlinePassed(absl::Time deadline) { return absl::Now() >= deadline; }
-
 // ---------------------------------------------------------------- unary Generate
 
 class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
@@ -62,44 +57,20 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
       call->FinishCall(ToGrpcStatus(id.status()), nullptr, call->request_id_);
       return call.get();
     }
-    bool cancel_now = false;
-    {
-      absl::MutexLock lock(&call->mu_);
-      call->engine_ = engine;
-      call->engine_id_ = *id;
-      call->deadline_ = deadline;
-      cancel_now = call->cancelled_;
-    }
-    if (cancel_now && !DeadlinePassed(deadline)) engine->Cancel(*id);
+    call->link_.Bind(engine, *id, deadline);
     return call.get();
   }
 
   void OnCommit(const CommitEvent&) override {}
 
   void OnFinal(const FinalEvent& event) override {
-    bool client_cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      client_cancelled = cancelled_;
-    }
+    const bool client_cancelled = link_.cancelled();
     grpc::Status status = service_->FinalStatus(event, client_cancelled);
     if (status.ok()) FillGenerateResponse(request_id_, event, response_);
     FinishCall(status, &event, request_id_);
   }
 
-  void OnCancel() override {
-    Engine* engine = nullptr;
-    RequestId id = 0;
-    absl::Time deadline;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      engine = engine_;
-      id = engine_id_;
-      deadline = deadline_;
-    }
-    if (engine != nullptr && !DeadlinePassed(deadline)) engine->Cancel(id);
-  }
+  void OnCancel() override { link_.Cancel(); }
 
   void OnDone() override { self_.reset(); }
 
@@ -117,12 +88,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
-
-  absl::Mutex mu_;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
-  RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  EngineRequestLink link_;
 };
 
 // ---------------------------------------------------------------- streaming Generate
@@ -148,15 +114,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
       call->FinishWithoutEngine(ToGrpcStatus(id.status()), call->request_id_);
       return call.get();
     }
-    bool cancel_now = false;
-    {
-      absl::MutexLock lock(&call->mu_);
-      call->engine_ = engine;
-      call->engine_id_ = *id;
-      call->deadline_ = deadline;
-      cancel_now = call->cancelled_;
-    }
-    if (cancel_now && !DeadlinePassed(deadline)) engine->Cancel(*id);
+    call->link_.Bind(engine, *id, deadline);
     return call.get();
   }
 
@@ -194,11 +152,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   }
 
   void OnFinal(const FinalEvent& event) override {
-    bool client_cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      client_cancelled = cancelled_;
-    }
+    const bool client_cancelled = link_.cancelled();
     const grpc::Status status = service_->FinalStatus(event, client_cancelled);
     service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
     const bool send_summary = status.ok() || event.reason == FinishReason::kCancelled ||
@@ -229,19 +183,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
     Pump();
   }
 
-  void OnCancel() override {
-    Engine* engine = nullptr;
-    RequestId id = 0;
-    absl::Time deadline;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      engine = engine_;
-      id = engine_id_;
-      deadline = deadline_;
-    }
-    if (engine != nullptr && !DeadlinePassed(deadline)) engine->Cancel(id);
-  }
+  void OnCancel() override { link_.Cancel(); }
 
   void OnDone() override { self_.reset(); }
 
@@ -303,10 +245,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
-  RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  EngineRequestLink link_;
 };
 
 }  // namespace

@@ -1,0 +1,38 @@
+#include "server/engine_request_link.h"
+
+#include "absl/time/clock.h"
+
+namespace dllm {
+
+void EngineRequestLink::Bind(Engine* engine, RequestId id, absl::Time deadline) {
+  bool cancel_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    engine_ = engine;
+    id_ = id;
+    deadline_ = deadline;
+    cancel_now = cancelled_;
+  }
+  if (cancel_now && absl::Now() < deadline) engine->Cancel(id);
+}
+
+void EngineRequestLink::Cancel() {
+  Engine* engine = nullptr;
+  RequestId id = 0;
+  absl::Time deadline;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    engine = engine_;
+    id = id_;
+    deadline = deadline_;
+  }
+  if (engine != nullptr && absl::Now() < deadline) engine->Cancel(id);
+}
+
+bool EngineRequestLink::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+}  // namespace dllm

@@ -1,0 +1,37 @@
+// EngineRequestLink: ties one gRPC call to the engine request it submitted, so that a client
+// cancellation reaches the engine whether it arrives before, during or after Submit.
+//
+// gRPC also reports an expired deadline through OnCancel. The engine ends such a request by
+// itself at its next step (GenerationRequest::deadline is the call's deadline) with
+// DEADLINE_EXCEEDED rather than CANCELLED, so only a cancellation before the deadline is
+// forwarded to the engine.
+//
+// Thread-safety: all methods are thread-safe (gRPC's OnCancel runs on any thread).
+#ifndef DLLM_SERVER_ENGINE_REQUEST_LINK_H_
+#define DLLM_SERVER_ENGINE_REQUEST_LINK_H_
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+
+namespace dllm {
+
+class EngineRequestLink {
+ public:
+  // Records the submitted request; cancels it at once when the client already cancelled.
+  void Bind(Engine* engine, RequestId id, absl::Time deadline);
+  // The client cancelled (or the deadline passed): forwards to the engine once bound.
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RequestId id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVER_ENGINE_REQUEST_LINK_H_
