@@ -223,17 +223,6 @@ class StagingRing {
 
 // ---- Host conversions --------------------------------------------------------------------
 
-int DTypeBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-  }
-  return 0;
-}
-
 // Little-endian host values of `dtype` → bf16 bit patterns.
 std::vector<uint16_t> ToBf16(DType dtype, std::span<const uint8_t> bytes, int64_t elements) {
   std::vector<uint16_t> out(static_cast<size_t>(elements));
@@ -318,7 +307,7 @@ class CudaBackendImpl : public CudaBackend {
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadWeights(DType dtype,
                                                               std::span<const uint8_t> bytes,
                                                               int64_t elements) override {
-    const int size = DTypeBytes(dtype);
+    const int size = DTypeSize(dtype);
     if (size == 0 || elements < 0 ||
         static_cast<int64_t>(bytes.size()) != elements * static_cast<int64_t>(size)) {
       return absl::InvalidArgumentError(absl::StrCat("UploadWeights: ", bytes.size(),
