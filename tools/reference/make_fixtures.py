@@ -26,24 +26,11 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import modeling  # noqa: E402
 import safetensors_io  # noqa: E402
+from byte_level import bytes_to_unicode  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
 # Byte-level BPE vocabulary (GPT-2 byte<->unicode map, merges learned from a tiny corpus)
 # ----------------------------------------------------------------------------------------
-
-
-def bytes_to_unicode():
-    """GPT-2's reversible byte -> printable unicode character map."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
-          list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
 
 
 BYTE_ENC = bytes_to_unicode()

@@ -17,9 +17,13 @@ Formats written:
 import collections
 import json
 import os
+import sys
 import unicodedata
 
 import regex
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from byte_level import bytes_to_unicode  # noqa: E402
 
 # models.md §2.5 (BAILINGMOE / LLaDA, possessive quantifiers) and §3.5 (Qwen2 / Dream).
 LLADA_REGEX = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*"
@@ -57,20 +61,6 @@ def render_chat(family, prompt):
         return ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n" +
                 prompt + "<|im_end|>\n<|im_start|>assistant\n")
     raise ValueError(family)
-
-
-def bytes_to_unicode():
-    """GPT-2's reversible byte -> printable unicode character map."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) +
-          list(range(ord("\xae"), ord("\xff") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 BYTE_ENCODER = bytes_to_unicode()
