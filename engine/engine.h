@@ -181,8 +181,11 @@ struct ModelInfo {
   int max_positions = 0;
   int32_t mask_token_id = -1;
   std::vector<int32_t> end_token_ids;
+  // Answer length when a request sets none: generation_config.json's max_new_tokens or
+  // gen_length when the folder has one, else 64.
+  int default_max_new_tokens = 64;
   DecodingParams default_decoding;  // per-family defaults
-  CacheParams default_cache;
+  CacheParams default_cache;        // EntropyCache (tau 0.5 nats, recent_k 32)
 };
 
 using RequestId = uint64_t;

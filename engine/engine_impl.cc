@@ -27,7 +27,8 @@ DecodingParams DefaultDecodingParams(ModelFamily family) {
   return p;
 }
 
-ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir) {
+ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
+                        const GenerationDefaults& generation) {
   ModelInfo info;
   info.family = config.family == ModelFamily::kDream ? "dream" : "llada";
   info.model_dir = model_dir;
@@ -43,6 +44,9 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir)
     }
   }
   info.default_decoding = DefaultDecodingParams(config.family);
+  // The product's point: serve with EntropyCache unless a request or the operator says otherwise.
+  info.default_cache.policy = CachePolicyKind::kEntropy;
+  if (generation.max_new_tokens) info.default_max_new_tokens = *generation.max_new_tokens;
   return info;
 }
 
@@ -55,7 +59,8 @@ class EngineImpl final : public Engine {
              std::unique_ptr<Tokenizer> owned_tokenizer, const Tokenizer* tokenizer)
       : options_(options),
         config_(config),
-        info_(MakeModelInfo(config, options.model_dir)),
+        info_(MakeModelInfo(config, options.model_dir,
+                            model ? model->generation : GenerationDefaults{})),
         model_(std::move(model)),
         executor_(std::move(executor)),
         owned_tokenizer_(std::move(owned_tokenizer)),

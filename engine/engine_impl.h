@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tokenizer.h"
 #include "engine/scheduler/step_executor.h"
@@ -21,7 +22,8 @@ namespace dllm {
 DecodingParams DefaultDecodingParams(ModelFamily family);
 
 // Fills ModelInfo from a model config (end tokens: eos and eot, when set).
-ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir);
+ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
+                        const GenerationDefaults& generation = {});
 
 struct LoadedModel;
 

@@ -54,7 +54,7 @@ struct EngineSection {
 
 // Server-wide defaults for unset request fields; nullopt = the model family's default.
 struct DecodingDefaults {
-  std::optional<int> max_new_tokens;  // nullopt = 64
+  std::optional<int> max_new_tokens;  // nullopt = the model's default (ModelInfo)
   std::optional<Schedule> schedule;
   std::optional<Remasking> remasking;
   std::optional<int> steps;

@@ -150,7 +150,7 @@ RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDef
   RequestDefaults out;
   out.decoding = model.default_decoding;
   out.cache = model.default_cache;
-  if (d.max_new_tokens) out.max_new_tokens = *d.max_new_tokens;
+  out.max_new_tokens = d.max_new_tokens.value_or(model.default_max_new_tokens);
   auto& o = out.decoding;
   if (d.schedule) o.schedule = *d.schedule;
   if (d.remasking) o.remasking = *d.remasking;

@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (!config.ok()) return Annotate(config.status(), where);
   model->config = *config;
 
+  auto generation = LoadGenerationConfig(dir);
+  if (!generation.ok()) return Annotate(generation.status(), where);
+  model->generation = *generation;
+
   auto tokenizer = Tokenizer::LoadFromDir(dir);
   if (!tokenizer.ok()) return Annotate(tokenizer.status(), where);
   model->tokenizer = std::move(*tokenizer);

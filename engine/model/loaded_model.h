@@ -9,6 +9,7 @@
 #include "engine/backend/backend.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tokenizer.h"
 #include "engine/model/transformer.h"
@@ -23,7 +24,8 @@ struct LoadOptions {
 };
 
 struct LoadedModel {
-  ModelConfig config;  // eot_token_id and bos filled from the tokenizer when known
+  ModelConfig config;             // eot_token_id and bos filled from the tokenizer when known
+  GenerationDefaults generation;  // from generation_config.json, when the folder has one
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transformer> transformer;

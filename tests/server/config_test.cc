@@ -27,7 +27,7 @@ TEST_CASE("config: shipped default.yaml parses and matches the built-in defaults
   CHECK(c->limits.max_new_tokens == builtin.limits.max_new_tokens);
   CHECK(c->limits.allowed_cache_policies.size() == 4);
   CHECK(c->metrics.port == builtin.metrics.port);
-  CHECK(c->decoding.max_new_tokens == 64);
+  CHECK_FALSE(c->decoding.max_new_tokens.has_value());  // the model's own default
   CHECK_FALSE(c->decoding.steps.has_value());
   CHECK_FALSE(c->cache.policy.has_value());
   CHECK_FALSE(c->tls.enabled());
