@@ -10,6 +10,7 @@
 //                 window[:w=16,threshold=0.9,steps=S]
 //                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
 // (common keys: temperature, seed; default: the model family's defaults).
+// --gen-length defaults to the model's answer length (generation_config.json, else 64).
 //
 // --batch N lets the engine step up to N requests together (all tasks are queued at once).
 // Each task {"prompt", "answer"} is rendered through the model's chat template as one user
@@ -321,7 +322,7 @@ const char* PolicyName(CachePolicyKind k) {
 int Main(int argc, char** argv) {
   std::string model_dir, tasks_path, sweep, sweep_out = "dllm_bench_sweep", backend = "cpu";
   std::vector<std::string> policies, decodings;
-  int limit = 0, batch = 1, threads = 0, gen_length = 64;
+  int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -360,7 +361,7 @@ int Main(int argc, char** argv) {
   }
   if (model_dir.empty() || tasks_path.empty()) Die("--model and --tasks are required");
   if (batch < 1) Die("--batch must be >= 1");
-  if (gen_length < 1) Die("--gen-length must be >= 1");
+  if (gen_length < 0) Die("--gen-length must be >= 1");
 
   std::vector<Task> tasks;
   {
@@ -395,6 +396,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) Die("cannot create the engine: " + engine.status().ToString());
   const ModelInfo& info = (*engine)->model_info();
+  if (gen_length == 0) gen_length = info.default_max_new_tokens;
+  if (gen_length > options.max_new_tokens_limit) Die("--gen-length exceeds 1024");
 
   if (decodings.empty()) decodings.push_back("");
   std::vector<CacheParams> caches;
