@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -22,11 +23,6 @@ absl::Status InRange(absl::string_view field, T value, T lo, T hi, absl::string_
   }
   return absl::OkStatus();
 }
-
-#define DLLM_RETURN_IF_ERROR(expr)                        \
-  do {                                                    \
-    if (absl::Status _st = (expr); !_st.ok()) return _st; \
-  } while (false)
 
 absl::Status CheckRequestId(const std::string& id) {
   if (id.size() > 128) return Invalid("request_id", "longer than 128 bytes");

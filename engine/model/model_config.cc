@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm {
@@ -141,12 +142,6 @@ class Fields {
     lhs = *_v;                                 \
   } while (0)
 
-#define DLLM_RETURN_IF_ERROR_FIELD(expr) \
-  do {                                   \
-    absl::Status _s = (expr);            \
-    if (!_s.ok()) return _s;             \
-  } while (0)
-
 absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
   c->family = ModelFamily::kLlada;
   DLLM_ASSIGN_OR_RETURN_FIELD(c->hidden_size, f.PositiveInt("d_model"));
@@ -182,19 +177,19 @@ absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
   DLLM_ASSIGN_OR_RETURN_FIELD(c->bos_token_id, f.TokenId("bos_token_id", -1));
 
   // Architecture switches of the OLMo/LLaDA code base that the engine does not implement.
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("include_bias", "bias on every Linear layer"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("bias_for_layer_norm", "layer norm bias"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("attention_layer_norm", "QK layer norm"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("alibi", "ALiBi"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("input_emb_norm", "embedding norm"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("scale_logits", "logit scaling"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("multi_query_attention", "multi-query attention"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("include_bias", "bias on every Linear layer"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("bias_for_layer_norm", "layer norm bias"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("attention_layer_norm", "QK layer norm"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("alibi", "ALiBi"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("input_emb_norm", "embedding norm"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("scale_logits", "logit scaling"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("multi_query_attention", "multi-query attention"));
   auto rope = f.Bool("rope", true);
   if (!rope.ok()) return rope.status();
   if (!*rope) return f.Error("rope", "is false: only rotary position embeddings are supported");
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("block_type", {"llama"}));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("activation_type", {"silu", "swiglu"}));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("layer_norm_type", {"rms"}));
+  DLLM_RETURN_IF_ERROR(f.RequireOneOf("block_type", {"llama"}));
+  DLLM_RETURN_IF_ERROR(f.RequireOneOf("activation_type", {"silu", "swiglu"}));
+  DLLM_RETURN_IF_ERROR(f.RequireOneOf("layer_norm_type", {"rms"}));
   return absl::OkStatus();
 }
 
@@ -222,9 +217,9 @@ absl::Status ParseDream(const Fields& f, ModelConfig* c) {
   DLLM_ASSIGN_OR_RETURN_FIELD(c->pad_token_id, f.TokenId("pad_token_id", -1));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->bos_token_id, f.TokenId("bos_token_id", -1));
 
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireOneOf("hidden_act", {"silu"}));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("use_sliding_window", "sliding-window attention"));
-  DLLM_RETURN_IF_ERROR_FIELD(f.RequireFalse("use_mrope", "multimodal RoPE"));
+  DLLM_RETURN_IF_ERROR(f.RequireOneOf("hidden_act", {"silu"}));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("use_sliding_window", "sliding-window attention"));
+  DLLM_RETURN_IF_ERROR(f.RequireFalse("use_mrope", "multimodal RoPE"));
   if (f.Has("rope_scaling"))
     return f.Error("rope_scaling", "is set: RoPE scaling is not supported");
   return absl::OkStatus();

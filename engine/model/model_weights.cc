@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -73,12 +74,6 @@ class Resolver {
   const Checkpoint& checkpoint_;
 };
 
-#define DLLM_RETURN_IF_ERROR_W(expr) \
-  do {                               \
-    absl::Status _s = (expr);        \
-    if (!_s.ok()) return _s;         \
-  } while (0)
-
 }  // namespace
 
 absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
@@ -97,12 +92,12 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
 
   Resolver r(checkpoint);
   ModelWeights w;
-  DLLM_RETURN_IF_ERROR_W(r.Get(names.embed, {vocab, hidden}, &w.embed));
-  DLLM_RETURN_IF_ERROR_W(r.Get(names.final_norm, {hidden}, &w.final_norm));
+  DLLM_RETURN_IF_ERROR(r.Get(names.embed, {vocab, hidden}, &w.embed));
+  DLLM_RETURN_IF_ERROR(r.Get(names.final_norm, {hidden}, &w.final_norm));
   if (config.tie_word_embeddings && !checkpoint.Get(names.lm_head).ok()) {
     w.lm_head = w.embed;
   } else {
-    DLLM_RETURN_IF_ERROR_W(r.Get(names.lm_head, {vocab, hidden}, &w.lm_head));
+    DLLM_RETURN_IF_ERROR(r.Get(names.lm_head, {vocab, hidden}, &w.lm_head));
   }
 
   const LayerNames& ln = names.layer;
@@ -110,23 +105,23 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = absl::StrCat(ln.prefix, i);
     LayerWeights& l = w.layers[i];
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.attn_norm, {hidden}, &l.attn_norm));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.q, {q_rows, hidden}, &l.q));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.k, {kv_rows, hidden}, &l.k));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.v, {kv_rows, hidden}, &l.v));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.attn_norm, {hidden}, &l.attn_norm));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.q, {q_rows, hidden}, &l.q));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.k, {kv_rows, hidden}, &l.k));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.v, {kv_rows, hidden}, &l.v));
     if (config.qkv_bias) {
       l.q_bias.emplace();
       l.k_bias.emplace();
       l.v_bias.emplace();
-      DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.q_bias, {q_rows}, &*l.q_bias));
-      DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.k_bias, {kv_rows}, &*l.k_bias));
-      DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.v_bias, {kv_rows}, &*l.v_bias));
+      DLLM_RETURN_IF_ERROR(r.Get(p + ln.q_bias, {q_rows}, &*l.q_bias));
+      DLLM_RETURN_IF_ERROR(r.Get(p + ln.k_bias, {kv_rows}, &*l.k_bias));
+      DLLM_RETURN_IF_ERROR(r.Get(p + ln.v_bias, {kv_rows}, &*l.v_bias));
     }
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.o, {hidden, q_rows}, &l.o));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.ffn_norm, {hidden}, &l.ffn_norm));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.gate, {ffn, hidden}, &l.gate));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.up, {ffn, hidden}, &l.up));
-    DLLM_RETURN_IF_ERROR_W(r.Get(p + ln.down, {hidden, ffn}, &l.down));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.o, {hidden, q_rows}, &l.o));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.ffn_norm, {hidden}, &l.ffn_norm));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.gate, {ffn, hidden}, &l.gate));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.up, {ffn, hidden}, &l.up));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.down, {hidden, ffn}, &l.down));
   }
 
   // Biases the config does not expect would otherwise be silently dropped.

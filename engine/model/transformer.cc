@@ -11,15 +11,10 @@
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_debug.h"
 #include "engine/model/forward_plan.h"
+#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {
-
-#define DLLM_RETURN_IF_ERROR(expr)       \
-  do {                                   \
-    const absl::Status _status = (expr); \
-    if (!_status.ok()) return _status;   \
-  } while (0)
 
 // Predicted rows go through the final norm, LM head and statistics this many at a time, which
 // bounds the logits buffer to kLogitsChunkRows * vocab floats.

@@ -17,6 +17,7 @@
 #include "engine/backend/cpu/cpu_row_stats.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/kernel_math.h"
+#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -65,12 +66,6 @@ absl::Status CheckFits(const DeviceBuffer& buffer, int64_t elements, const char*
   }
   return absl::OkStatus();
 }
-
-#define DLLM_RETURN_IF_ERROR(expr)       \
-  do {                                   \
-    const absl::Status _status = (expr); \
-    if (!_status.ok()) return _status;   \
-  } while (0)
 
 float F16BitsToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

@@ -17,6 +17,7 @@
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/gemm_lt.h"
 #include "engine/model/float16.h"
+#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -153,12 +154,6 @@ absl::Status NeedBytes(const CudaBuffer* b, int64_t bytes, const char* what) {
   absl::StatusOr<const CudaBuffer*> var##_or = AsCuda((ptr), what); \
   if (!var##_or.ok()) return var##_or.status();                     \
   const CudaBuffer* var = *var##_or
-
-#define DLLM_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    const absl::Status dllm_st_ = (expr); \
-    if (!dllm_st_.ok()) return dllm_st_;  \
-  } while (0)
 
 // ---- Staging ring ----------------------------------------------------------------------------
 

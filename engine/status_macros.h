@@ -1,0 +1,17 @@
+// DLLM_RETURN_IF_ERROR: returns the status of `expr` from the enclosing function when it is
+// not OK. The one copy of this macro for the engine and the server (Debian's abseil has no
+// public equivalent). The local is not const so that the return moves it.
+#ifndef DLLM_ENGINE_STATUS_MACROS_H_
+#define DLLM_ENGINE_STATUS_MACROS_H_
+
+#include "absl/status/status.h"
+
+#define DLLM_RETURN_IF_ERROR(expr)                     \
+  do {                                                 \
+    absl::Status dllm_return_if_error_status = (expr); \
+    if (!dllm_return_if_error_status.ok()) {           \
+      return dllm_return_if_error_status;              \
+    }                                                  \
+  } while (0)
+
+#endif  // DLLM_ENGINE_STATUS_MACROS_H_
