@@ -139,7 +139,7 @@ class Fields {
   do {                                         \
     auto _v = (expr);                          \
     if (!_v.ok()) return _v.status();          \
-    lhs = *_v;                                 \
+    (lhs) = *_v;                               \
   } while (0)
 
 absl::Status ParseLlada(const Fields& f, ModelConfig* c) {

@@ -54,7 +54,7 @@ class Resolver {
  public:
   explicit Resolver(const Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
 
-  absl::Status Get(const std::string& name, std::vector<int64_t> expected, TensorView* out) {
+  absl::Status Get(const std::string& name, const std::vector<int64_t>& expected, TensorView* out) {
     auto view = checkpoint_.Get(name);
     if (!view.ok()) {
       return absl::NotFoundError(absl::StrCat("missing tensor '", name, "' (expected shape ",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 #include "engine/backend/kernel_math.h"
 
@@ -40,8 +41,8 @@ void CpuAttentionRow(const float* q, const float* k_plane, const float* v_plane,
   // Per head of the group: kB scores, the running accumulator and the block accumulator.
   scratch->resize(static_cast<size_t>(group) * (kB + 2 * d));
   float* scores = scratch->data();
-  float* acc = scores + group * kB;
-  float* block_acc = acc + group * d;
+  float* acc = scores + static_cast<ptrdiff_t>(group) * kB;
+  float* block_acc = acc + static_cast<ptrdiff_t>(group) * d;
   std::vector<kmath::OnlineSoftmax> state(group);
 
   for (int kv = 0; kv < g.num_kv_heads; ++kv) {
@@ -51,11 +52,13 @@ void CpuAttentionRow(const float* q, const float* k_plane, const float* v_plane,
     for (int begin = 0; begin < kv_positions; begin += kB) {
       const int nb = std::min(kB, kv_positions - begin);
       for (int j = 0; j < nb; ++j) {
-        const float* krow = k_plane + (begin + j) * kv_width + int64_t{kv} * d;
-        for (int h = 0; h < group; ++h) scores[h * kB + j] = Dot(qg + h * d, krow, d) * g.scale;
+        const float* krow =
+            k_plane + static_cast<ptrdiff_t>(begin + j) * kv_width + int64_t{kv} * d;
+        for (int h = 0; h < group; ++h)
+          scores[h * kB + j] = Dot(qg + static_cast<ptrdiff_t>(h) * d, krow, d) * g.scale;
       }
       for (int h = 0; h < group; ++h) {
-        float* s = scores + h * kB;
+        float* s = scores + static_cast<ptrdiff_t>(h) * kB;
         float block_max = s[0];
         for (int j = 1; j < nb; ++j) block_max = s[j] > block_max ? s[j] : block_max;
         float block_sum = 0.0f;
@@ -68,11 +71,11 @@ void CpuAttentionRow(const float* q, const float* k_plane, const float* v_plane,
         block.sum = block_sum;
         float scale_old, scale_block;
         kmath::OnlineSoftmaxMerge(&state[h], block, &scale_old, &scale_block);
-        float* a = acc + h * d;
-        float* ba = block_acc + h * d;
+        float* a = acc + static_cast<ptrdiff_t>(h) * d;
+        float* ba = block_acc + static_cast<ptrdiff_t>(h) * d;
         // ba[i] = sum over j (ascending) of s[j] * v[j][i], 16 columns at a time so the
         // partial sums stay in registers.
-        const float* v0 = v_plane + begin * kv_width + int64_t{kv} * d;
+        const float* v0 = v_plane + static_cast<ptrdiff_t>(begin) * kv_width + int64_t{kv} * d;
         int i0 = 0;
         for (; i0 + 16 <= d; i0 += 16) {
           float t[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
