@@ -4,6 +4,8 @@
 #ifndef DLLM_ENGINE_STATUS_MACROS_H_
 #define DLLM_ENGINE_STATUS_MACROS_H_
 
+#include <utility>
+
 #include "absl/status/status.h"
 
 #define DLLM_RETURN_IF_ERROR(expr)                     \
@@ -13,5 +15,12 @@
       return dllm_return_if_error_status;              \
     }                                                  \
   } while (0)
+
+// DLLM_ASSIGN_OR_RETURN(var, expr): declares `var` from the value of the StatusOr `expr`, or
+// returns its status from the enclosing function.
+#define DLLM_ASSIGN_OR_RETURN(var, expr)                   \
+  auto var##_or = (expr);                                  \
+  if (!var##_or.ok()) return std::move(var##_or).status(); \
+  auto var = std::move(*var##_or)
 
 #endif  // DLLM_ENGINE_STATUS_MACROS_H_

@@ -42,21 +42,11 @@
 #include "engine/model/forward_random_model.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/transformer.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm {
 namespace {
-
-#define TRY(expr)                        \
-  do {                                   \
-    const absl::Status try_st_ = (expr); \
-    if (!try_st_.ok()) return try_st_;   \
-  } while (0)
-
-#define TRY_ASSIGN(var, expr)                   \
-  auto var##_or = (expr);                       \
-  if (!var##_or.ok()) return var##_or.status(); \
-  auto var = std::move(*var##_or)
 
 using Clock = std::chrono::steady_clock;
 
@@ -185,7 +175,7 @@ absl::StatusOr<double> TimeSteps(Bench& b, int batch, int length, int q_begin, i
   std::vector<std::unique_ptr<KvSlab>> slabs;
   std::vector<std::vector<int32_t>> tokens;
   for (int s = 0; s < batch; ++s) {
-    TRY_ASSIGN(slab, b.pool->Allocate(length));
+    DLLM_ASSIGN_OR_RETURN(slab, b.pool->Allocate(length));
     slabs.push_back(std::move(slab));
     tokens.push_back(RandomTokens(length, b.config->vocab_size, 100 + s));
   }
@@ -204,13 +194,13 @@ absl::StatusOr<double> TimeSteps(Bench& b, int batch, int length, int q_begin, i
   StepResult result;
   if (prefill) {
     const StepBatch full = make(0, length);
-    TRY(b.transformer->Forward(full, &result));
+    DLLM_RETURN_IF_ERROR(b.transformer->Forward(full, &result));
   }
   const StepBatch sb = make(q_begin, q_end);
   std::vector<double> times;
   for (int i = 0; i < warmup + iters; ++i) {
     const auto t0 = Clock::now();
-    TRY(b.transformer->Forward(sb, &result));
+    DLLM_RETURN_IF_ERROR(b.transformer->Forward(sb, &result));
     const auto t1 = Clock::now();
     if (i >= warmup) times.push_back(Seconds(t0, t1));
   }
@@ -234,7 +224,7 @@ absl::StatusOr<DecodeResult> Decode(Bench& b, int batch, bool entropy) {
   std::vector<std::vector<int32_t>> canvas;
   std::vector<std::vector<int>> decoded_at;  // step of decoding, -1 while masked
   for (int s = 0; s < batch; ++s) {
-    TRY_ASSIGN(slab, b.pool->Allocate(n));
+    DLLM_ASSIGN_OR_RETURN(slab, b.pool->Allocate(n));
     slabs.push_back(std::move(slab));
     std::vector<int32_t> t = RandomTokens(n, b.config->vocab_size, 500 + s);
     for (int p = prompt; p < n; ++p) t[p] = mask;
@@ -277,7 +267,7 @@ absl::StatusOr<DecodeResult> Decode(Bench& b, int batch, bool entropy) {
     }
     out.full_steps += (!entropy || need_full) ? 1 : 0;
     StepResult result;
-    TRY(b.transformer->Forward(sb, &result));
+    DLLM_RETURN_IF_ERROR(b.transformer->Forward(sb, &result));
     ++out.steps;
     // Commit the `per_step` most confident predictions of each sequence.
     for (int s = 0; s < batch; ++s) {
@@ -326,11 +316,11 @@ absl::Status BenchModel(const std::string& label, const ModelConfig& config, dou
   std::fflush(stdout);
   CudaBackendOptions options;
   options.arena_reserve_bytes = int64_t{6} << 30;
-  TRY_ASSIGN(backend, CreateCudaBackendWithOptions(options));
+  DLLM_ASSIGN_OR_RETURN(backend, CreateCudaBackendWithOptions(options));
   auto t0 = Clock::now();
   std::unique_ptr<HostModel> host = MakeHostModel(config);
   auto t1 = Clock::now();
-  TRY_ASSIGN(transformer, Transformer::Create(config, host->weights, backend.get()));
+  DLLM_ASSIGN_OR_RETURN(transformer, Transformer::Create(config, host->weights, backend.get()));
   auto t2 = Clock::now();
   host.reset();
   KvPool pool(backend.get(), config, int64_t{40} << 30);
@@ -351,7 +341,7 @@ absl::Status BenchModel(const std::string& label, const ModelConfig& config, dou
 
   const int iters = quick ? 2 : 5;
   for (int length : {512, 1024}) {
-    TRY_ASSIGN(sec, TimeSteps(b, 1, length, 0, length, false, 1, iters));
+    DLLM_ASSIGN_OR_RETURN(sec, TimeSteps(b, 1, length, 0, length, false, 1, iters));
     const double flops = StepFlops(config, length, length, 32);
     const double tflops = flops / sec / 1e12;
     j["full_forward"][std::to_string(length)] = {
@@ -362,7 +352,7 @@ absl::Status BenchModel(const std::string& label, const ModelConfig& config, dou
   }
   const double floor_s = counts.weight_bytes / (copy_gbps * 1e9);
   for (int batch : {1, 16}) {
-    TRY_ASSIGN(sec, TimeSteps(b, batch, 1024, 512, 608, true, 1, iters));
+    DLLM_ASSIGN_OR_RETURN(sec, TimeSteps(b, batch, 1024, 512, 608, true, 1, iters));
     j["partial_step"][std::to_string(batch)] = {{"seconds", sec},
                                                 {"floor_seconds", floor_s},
                                                 {"floor_fraction", floor_s / sec},
@@ -375,7 +365,7 @@ absl::Status BenchModel(const std::string& label, const ModelConfig& config, dou
   }
   for (int batch : {1, 16}) {
     for (bool entropy : {false, true}) {
-      TRY_ASSIGN(d, Decode(b, batch, entropy));
+      DLLM_ASSIGN_OR_RETURN(d, Decode(b, batch, entropy));
       const char* policy = entropy ? "entropy" : "none";
       j["decode"][policy][std::to_string(batch)] = {{"seconds", d.seconds},
                                                     {"steps", d.steps},

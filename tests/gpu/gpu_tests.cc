@@ -33,6 +33,7 @@
 #include "engine/model/forward_random_model.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/transformer.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -98,23 +99,12 @@ absl::StatusOr<std::vector<float>> Download(Backend* b, const DeviceBuffer& buf,
   return v;
 }
 
-#define TRY(expr)                        \
-  do {                                   \
-    const absl::Status try_st_ = (expr); \
-    if (!try_st_.ok()) return try_st_;   \
-  } while (0)
-
-#define TRY_ASSIGN(var, expr)                   \
-  auto var##_or = (expr);                       \
-  if (!var##_or.ok()) return var##_or.status(); \
-  auto var = std::move(*var##_or)
-
 // Runs `body(backend)` on both backends; it returns the values to compare.
 template <typename Body>
 absl::Status CompareOp(Backends& be, Report* report, const std::string& name, double tolerance,
                        Body body) {
-  TRY_ASSIGN(cpu, body(be.cpu.get()));
-  TRY_ASSIGN(gpu, body(be.cuda.get()));
+  DLLM_ASSIGN_OR_RETURN(cpu, body(be.cpu.get()));
+  DLLM_ASSIGN_OR_RETURN(gpu, body(be.cuda.get()));
   const double err = RelErr(gpu, cpu);
   report->Check(err <= tolerance,
                 absl::StrFormat("op %s: rel err %.3g (tol %.g)", name, err, tolerance));
@@ -128,14 +118,17 @@ absl::Status OpTests(Backends& be, Report* report) {
   for (bool bias : {false, true}) {
     for (bool acc : {false, true}) {
       const int rows = 37, in = 256, out = 384;
-      TRY(CompareOp(
+      DLLM_RETURN_IF_ERROR(CompareOp(
           be, report, absl::StrCat("gemm bias=", bias, " acc=", acc), kOpTolerance,
           [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-            TRY_ASSIGN(x, Activation(b, RandomBf16Values(int64_t{rows} * in, 1.0f, 1), rows, in));
-            TRY_ASSIGN(w, Weights(b, RandomBf16Values(int64_t{out} * in, 0.06f, 2)));
-            TRY_ASSIGN(bb, Weights(b, RandomBf16Values(out, 0.5f, 3)));
-            TRY_ASSIGN(y, Activation(b, RandomBf16Values(int64_t{rows} * out, 1.0f, 4), rows, out));
-            TRY(b->Gemm(*x, rows, in, *w, out, bias ? bb.get() : nullptr, acc, y.get()));
+            DLLM_ASSIGN_OR_RETURN(
+                x, Activation(b, RandomBf16Values(int64_t{rows} * in, 1.0f, 1), rows, in));
+            DLLM_ASSIGN_OR_RETURN(w, Weights(b, RandomBf16Values(int64_t{out} * in, 0.06f, 2)));
+            DLLM_ASSIGN_OR_RETURN(bb, Weights(b, RandomBf16Values(out, 0.5f, 3)));
+            DLLM_ASSIGN_OR_RETURN(
+                y, Activation(b, RandomBf16Values(int64_t{rows} * out, 1.0f, 4), rows, out));
+            DLLM_RETURN_IF_ERROR(
+                b->Gemm(*x, rows, in, *w, out, bias ? bb.get() : nullptr, acc, y.get()));
             return Download(b, *y, int64_t{rows} * out);
           }));
     }
@@ -143,52 +136,56 @@ absl::Status OpTests(Backends& be, Report* report) {
   // RMSNorm (vector and scalar paths), aliasing out = x.
   for (int cols : {4096, 50}) {
     const int rows = 5;
-    TRY(CompareOp(be, report, absl::StrCat("rmsnorm cols=", cols), kOpTolerance,
-                  [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-                    TRY_ASSIGN(x, Activation(b, RandomBf16Values(int64_t{rows} * cols, 2.0f, 5),
-                                             rows, cols));
-                    TRY_ASSIGN(w, Weights(b, RandomBf16Values(cols, 1.5f, 6)));
-                    TRY(b->RmsNorm(*x, rows, cols, *w, 1e-6f, x.get()));
-                    return Download(b, *x, int64_t{rows} * cols);
-                  }));
+    DLLM_RETURN_IF_ERROR(CompareOp(
+        be, report, absl::StrCat("rmsnorm cols=", cols), kOpTolerance,
+        [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
+          DLLM_ASSIGN_OR_RETURN(
+              x, Activation(b, RandomBf16Values(int64_t{rows} * cols, 2.0f, 5), rows, cols));
+          DLLM_ASSIGN_OR_RETURN(w, Weights(b, RandomBf16Values(cols, 1.5f, 6)));
+          DLLM_RETURN_IF_ERROR(b->RmsNorm(*x, rows, cols, *w, 1e-6f, x.get()));
+          return Download(b, *x, int64_t{rows} * cols);
+        }));
   }
   // RoPE, both modes, large positions.
   for (RopeMode mode : {RopeMode::kFp32, RopeMode::kBf16Rounded}) {
     const int rows = 9, heads = 4, hd = 128;
-    TRY(CompareOp(be, report, absl::StrCat("rope mode=", mode == RopeMode::kFp32 ? "fp32" : "bf16"),
+    DLLM_RETURN_IF_ERROR(
+        CompareOp(be, report, absl::StrCat("rope mode=", mode == RopeMode::kFp32 ? "fp32" : "bf16"),
                   kOpTolerance, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-                    TRY_ASSIGN(x,
-                               Activation(b, RandomBf16Values(int64_t{rows} * heads * hd, 1.0f, 7),
-                                          rows, heads * hd));
-                    TRY_ASSIGN(pos, Ints(b, {0, 1, 2, 17, 100, 511, 1024, 2047, 4000}));
-                    TRY(b->Rope(x.get(), rows, heads, hd, *pos, 1000000.0f, mode));
+                    DLLM_ASSIGN_OR_RETURN(
+                        x, Activation(b, RandomBf16Values(int64_t{rows} * heads * hd, 1.0f, 7),
+                                      rows, heads * hd));
+                    DLLM_ASSIGN_OR_RETURN(pos, Ints(b, {0, 1, 2, 17, 100, 511, 1024, 2047, 4000}));
+                    DLLM_RETURN_IF_ERROR(b->Rope(x.get(), rows, heads, hd, *pos, 1000000.0f, mode));
                     return Download(b, *x, int64_t{rows} * heads * hd);
                   }));
   }
   // SwiGLU (out aliases gate), Add, GatherRows; odd sizes exercise the scalar tails.
   {
     const int64_t n = 1003;
-    TRY(CompareOp(be, report, "swiglu", kOpTolerance,
-                  [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-                    TRY_ASSIGN(g, Activation(b, RandomBf16Values(n, 6.0f, 8), 1, n));
-                    TRY_ASSIGN(u, Activation(b, RandomBf16Values(n, 2.0f, 9), 1, n));
-                    TRY(b->SwiGlu(*g, *u, n, g.get()));
-                    return Download(b, *g, n);
-                  }));
-    TRY(CompareOp(be, report, "add", kOpTolerance,
-                  [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-                    TRY_ASSIGN(x, Activation(b, RandomBf16Values(n, 1.0f, 10), 1, n));
-                    TRY_ASSIGN(y, Activation(b, RandomBf16Values(n, 1.0f, 11), 1, n));
-                    TRY(b->Add(*x, n, y.get()));
-                    return Download(b, *y, n);
-                  }));
-    TRY(CompareOp(
+    DLLM_RETURN_IF_ERROR(CompareOp(
+        be, report, "swiglu", kOpTolerance, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
+          DLLM_ASSIGN_OR_RETURN(g, Activation(b, RandomBf16Values(n, 6.0f, 8), 1, n));
+          DLLM_ASSIGN_OR_RETURN(u, Activation(b, RandomBf16Values(n, 2.0f, 9), 1, n));
+          DLLM_RETURN_IF_ERROR(b->SwiGlu(*g, *u, n, g.get()));
+          return Download(b, *g, n);
+        }));
+    DLLM_RETURN_IF_ERROR(CompareOp(
+        be, report, "add", kOpTolerance, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
+          DLLM_ASSIGN_OR_RETURN(x, Activation(b, RandomBf16Values(n, 1.0f, 10), 1, n));
+          DLLM_ASSIGN_OR_RETURN(y, Activation(b, RandomBf16Values(n, 1.0f, 11), 1, n));
+          DLLM_RETURN_IF_ERROR(b->Add(*x, n, y.get()));
+          return Download(b, *y, n);
+        }));
+    DLLM_RETURN_IF_ERROR(CompareOp(
         be, report, "gather_rows", 0.0, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
           const int rows = 6, cols = 40;
-          TRY_ASSIGN(x, Activation(b, RandomBf16Values(rows * cols, 1.0f, 12), rows, cols));
-          TRY_ASSIGN(idx, Ints(b, {5, 0, 3, 3, 1}));
-          TRY_ASSIGN(d, b->Allocate(int64_t{5} * cols * b->activation_bytes_per_element()));
-          TRY(b->GatherRows(*x, cols, *idx, 5, d.get()));
+          DLLM_ASSIGN_OR_RETURN(x,
+                                Activation(b, RandomBf16Values(rows * cols, 1.0f, 12), rows, cols));
+          DLLM_ASSIGN_OR_RETURN(idx, Ints(b, {5, 0, 3, 3, 1}));
+          DLLM_ASSIGN_OR_RETURN(d,
+                                b->Allocate(int64_t{5} * cols * b->activation_bytes_per_element()));
+          DLLM_RETURN_IF_ERROR(b->GatherRows(*x, cols, *idx, 5, d.get()));
           return Download(b, *d, int64_t{5} * cols);
         }));
   }
@@ -214,47 +211,53 @@ absl::Status AttentionTests(Backends& be, Report* report) {
     shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
     const std::string name =
         absl::StrCat("attention h=", g.heads, " kv=", g.kv_heads, " d=", g.head_dim);
-    TRY(CompareOp(be, report, name, 2e-2, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
-      const int act = b->activation_bytes_per_element();
-      TRY_ASSIGN(slab_a,
-                 b->Allocate(int64_t{layers} * 2 * cap_a * kvw * b->kv_bytes_per_element()));
-      TRY_ASSIGN(slab_b,
-                 b->Allocate(int64_t{layers} * 2 * cap_b * kvw * b->kv_bytes_per_element()));
-      // Full scatter: all positions of both sequences.
-      const int full_rows = cap_a + kv_b;
-      std::vector<int32_t> pos_full;
-      for (int p = 0; p < cap_a; ++p) pos_full.push_back(p);
-      for (int p = 0; p < kv_b; ++p) pos_full.push_back(p);
-      TRY_ASSIGN(
-          k1, Activation(b, RandomBf16Values(int64_t{full_rows} * kvw, 1.0f, 20), full_rows, kvw));
-      TRY_ASSIGN(
-          v1, Activation(b, RandomBf16Values(int64_t{full_rows} * kvw, 1.0f, 21), full_rows, kvw));
-      TRY_ASSIGN(p1, Ints(b, pos_full));
-      std::vector<AttentionSequence> seqs(2);
-      seqs[0] = {slab_a.get(), cap_a, cap_a, 0, cap_a};
-      seqs[1] = {slab_b.get(), cap_b, kv_b, cap_a, kv_b};
-      TRY(b->KvScatter(*k1, *v1, *p1, seqs, shape));
-      // Partial step: 70 rows of A (every 4th position, from 3), 5 rows of B.
-      std::vector<int32_t> pos_part;
-      for (int p = 3; p < cap_a && pos_part.size() < 70; p += 4) pos_part.push_back(p);
-      const int rows_a = static_cast<int>(pos_part.size());
-      for (int p : {0, 10, 40, 41, 76}) pos_part.push_back(p);
-      const int rows = static_cast<int>(pos_part.size());
-      TRY_ASSIGN(k2, Activation(b, RandomBf16Values(int64_t{rows} * kvw, 1.0f, 22), rows, kvw));
-      TRY_ASSIGN(v2, Activation(b, RandomBf16Values(int64_t{rows} * kvw, 1.0f, 23), rows, kvw));
-      TRY_ASSIGN(q, Activation(b, RandomBf16Values(int64_t{rows} * qw, 2.0f, 24), rows, qw));
-      TRY_ASSIGN(p2, Ints(b, pos_part));
-      seqs[0] = {slab_a.get(), cap_a, cap_a, 0, rows_a};
-      seqs[1] = {slab_b.get(), cap_b, kv_b, rows_a, rows - rows_a};
-      TRY(b->KvScatter(*k2, *v2, *p2, seqs, shape));
-      TRY_ASSIGN(out, b->Allocate(int64_t{rows} * qw * act));
-      TRY(b->Attention(*q, seqs, shape, out.get()));
-      TRY_ASSIGN(result, Download(b, *out, int64_t{rows} * qw));
-      // Also the slab of B (both layers: layer 0 must still be zero).
-      TRY_ASSIGN(slab, Download(b, *slab_b, int64_t{layers} * 2 * cap_b * kvw));
-      result.insert(result.end(), slab.begin(), slab.end());
-      return result;
-    }));
+    DLLM_RETURN_IF_ERROR(
+        CompareOp(be, report, name, 2e-2, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
+          const int act = b->activation_bytes_per_element();
+          DLLM_ASSIGN_OR_RETURN(
+              slab_a, b->Allocate(int64_t{layers} * 2 * cap_a * kvw * b->kv_bytes_per_element()));
+          DLLM_ASSIGN_OR_RETURN(
+              slab_b, b->Allocate(int64_t{layers} * 2 * cap_b * kvw * b->kv_bytes_per_element()));
+          // Full scatter: all positions of both sequences.
+          const int full_rows = cap_a + kv_b;
+          std::vector<int32_t> pos_full;
+          for (int p = 0; p < cap_a; ++p) pos_full.push_back(p);
+          for (int p = 0; p < kv_b; ++p) pos_full.push_back(p);
+          DLLM_ASSIGN_OR_RETURN(
+              k1,
+              Activation(b, RandomBf16Values(int64_t{full_rows} * kvw, 1.0f, 20), full_rows, kvw));
+          DLLM_ASSIGN_OR_RETURN(
+              v1,
+              Activation(b, RandomBf16Values(int64_t{full_rows} * kvw, 1.0f, 21), full_rows, kvw));
+          DLLM_ASSIGN_OR_RETURN(p1, Ints(b, pos_full));
+          std::vector<AttentionSequence> seqs(2);
+          seqs[0] = {slab_a.get(), cap_a, cap_a, 0, cap_a};
+          seqs[1] = {slab_b.get(), cap_b, kv_b, cap_a, kv_b};
+          DLLM_RETURN_IF_ERROR(b->KvScatter(*k1, *v1, *p1, seqs, shape));
+          // Partial step: 70 rows of A (every 4th position, from 3), 5 rows of B.
+          std::vector<int32_t> pos_part;
+          for (int p = 3; p < cap_a && pos_part.size() < 70; p += 4) pos_part.push_back(p);
+          const int rows_a = static_cast<int>(pos_part.size());
+          for (int p : {0, 10, 40, 41, 76}) pos_part.push_back(p);
+          const int rows = static_cast<int>(pos_part.size());
+          DLLM_ASSIGN_OR_RETURN(
+              k2, Activation(b, RandomBf16Values(int64_t{rows} * kvw, 1.0f, 22), rows, kvw));
+          DLLM_ASSIGN_OR_RETURN(
+              v2, Activation(b, RandomBf16Values(int64_t{rows} * kvw, 1.0f, 23), rows, kvw));
+          DLLM_ASSIGN_OR_RETURN(
+              q, Activation(b, RandomBf16Values(int64_t{rows} * qw, 2.0f, 24), rows, qw));
+          DLLM_ASSIGN_OR_RETURN(p2, Ints(b, pos_part));
+          seqs[0] = {slab_a.get(), cap_a, cap_a, 0, rows_a};
+          seqs[1] = {slab_b.get(), cap_b, kv_b, rows_a, rows - rows_a};
+          DLLM_RETURN_IF_ERROR(b->KvScatter(*k2, *v2, *p2, seqs, shape));
+          DLLM_ASSIGN_OR_RETURN(out, b->Allocate(int64_t{rows} * qw * act));
+          DLLM_RETURN_IF_ERROR(b->Attention(*q, seqs, shape, out.get()));
+          DLLM_ASSIGN_OR_RETURN(result, Download(b, *out, int64_t{rows} * qw));
+          // Also the slab of B (both layers: layer 0 must still be zero).
+          DLLM_ASSIGN_OR_RETURN(slab, Download(b, *slab_b, int64_t{layers} * 2 * cap_b * kvw));
+          result.insert(result.end(), slab.begin(), slab.end());
+          return result;
+        }));
   }
   return absl::OkStatus();
 }
@@ -300,8 +303,9 @@ absl::Status LogitsStatsTests(Backends& be, Report* report) {
     std::vector<RowStats> cpu(rows), gpu(rows);
     for (int which = 0; which < 2; ++which) {
       Backend* b = which == 0 ? be.cpu.get() : be.cuda.get();
-      TRY_ASSIGN(l, Activation(b, logits, rows, vocab));
-      TRY(b->LogitsStats(*l, vocab, requests, std::span<RowStats>(which == 0 ? cpu : gpu)));
+      DLLM_ASSIGN_OR_RETURN(l, Activation(b, logits, rows, vocab));
+      DLLM_RETURN_IF_ERROR(
+          b->LogitsStats(*l, vocab, requests, std::span<RowStats>(which == 0 ? cpu : gpu)));
     }
     int argmax_same = 0, token_same = 0;
     double worst = 0;
@@ -338,7 +342,7 @@ struct Model {
 absl::StatusOr<Model> MakeModel(const ModelConfig& config, const ModelWeights& weights,
                                 Backend* backend) {
   Model m;
-  TRY_ASSIGN(t, Transformer::Create(config, weights, backend));
+  DLLM_ASSIGN_OR_RETURN(t, Transformer::Create(config, weights, backend));
   m.transformer = std::move(t);
   m.pool = std::make_unique<KvPool>(backend, config, int64_t{1} << 30);
   return m;
@@ -348,7 +352,7 @@ using Logits = std::vector<std::vector<std::vector<float>>>;
 
 // One full step over `tokens`, logits of every hidden row (no shift).
 absl::StatusOr<std::vector<float>> FullLogits(Model& m, const std::vector<int32_t>& tokens) {
-  TRY_ASSIGN(slab, m.pool->Allocate(static_cast<int>(tokens.size())));
+  DLLM_ASSIGN_OR_RETURN(slab, m.pool->Allocate(static_cast<int>(tokens.size())));
   StepBatch batch;
   SequenceStep s;
   s.kv = slab.get();
@@ -360,7 +364,8 @@ absl::StatusOr<std::vector<float>> FullLogits(Model& m, const std::vector<int32_
   batch.sequences.push_back(std::move(s));
   StepResult result;
   Logits logits;
-  TRY(ForwardWithLogits(*m.transformer, batch, DebugLogitsRows::kHiddenRows, &result, &logits));
+  DLLM_RETURN_IF_ERROR(
+      ForwardWithLogits(*m.transformer, batch, DebugLogitsRows::kHiddenRows, &result, &logits));
   std::vector<float> flat;
   for (const auto& row : logits[0]) flat.insert(flat.end(), row.begin(), row.end());
   return flat;
@@ -428,11 +433,11 @@ absl::Status RandomModelTests(Backends& be, Report* report) {
     for (std::vector<float>& tensor : rm->storage) {
       for (float& x : tensor) x = RoundToBf16(x);
     }
-    TRY_ASSIGN(cpu, MakeModel(config, rm->weights, be.cpu.get()));
-    TRY_ASSIGN(gpu, MakeModel(config, rm->weights, be.cuda.get()));
+    DLLM_ASSIGN_OR_RETURN(cpu, MakeModel(config, rm->weights, be.cpu.get()));
+    DLLM_ASSIGN_OR_RETURN(gpu, MakeModel(config, rm->weights, be.cuda.get()));
     const std::vector<int32_t> tokens = RandomTokens(s.rows, s.vocab, 5);
-    TRY_ASSIGN(lc, FullLogits(cpu, tokens));
-    TRY_ASSIGN(lg, FullLogits(gpu, tokens));
+    DLLM_ASSIGN_OR_RETURN(lc, FullLogits(cpu, tokens));
+    DLLM_ASSIGN_OR_RETURN(lg, FullLogits(gpu, tokens));
     CompareLogits(
         absl::StrCat("random ", std::string(ModelFamilyName(s.family)), " d=", s.hidden / s.heads),
         lg, lc, s.vocab, report, nullptr);
@@ -445,11 +450,11 @@ absl::Status CudaExactnessTests(Backends& be, Report* report) {
   const ModelConfig config =
       RandomModelConfig(ModelFamily::kDream, 1024, 2, 8, 2, 2048, 4096, 1024);
   std::unique_ptr<RandomModel> rm = MakeRandomModel(config, 78);
-  TRY_ASSIGN(m, MakeModel(config, rm->weights, be.cuda.get()));
+  DLLM_ASSIGN_OR_RETURN(m, MakeModel(config, rm->weights, be.cuda.get()));
   const std::vector<int32_t> ta = RandomTokens(150, config.vocab_size, 6);
   const std::vector<int32_t> tb = RandomTokens(333, config.vocab_size, 7);
-  TRY_ASSIGN(slab_a, m.pool->Allocate(150));
-  TRY_ASSIGN(slab_b, m.pool->Allocate(333));
+  DLLM_ASSIGN_OR_RETURN(slab_a, m.pool->Allocate(150));
+  DLLM_ASSIGN_OR_RETURN(slab_b, m.pool->Allocate(333));
   auto step = [](KvSlab* kv, const std::vector<int32_t>& tokens, std::vector<int32_t> query,
                  std::vector<int32_t> predict) {
     SequenceStep s;
@@ -470,14 +475,16 @@ absl::Status CudaExactnessTests(Backends& be, Report* report) {
   alone.sequences.push_back(step(slab_a.get(), ta, all(150), predict_a));
   StepResult r_alone;
   Logits l_alone;
-  TRY(ForwardWithLogits(*m.transformer, alone, DebugLogitsRows::kHiddenRows, &r_alone, &l_alone));
+  DLLM_RETURN_IF_ERROR(
+      ForwardWithLogits(*m.transformer, alone, DebugLogitsRows::kHiddenRows, &r_alone, &l_alone));
   // A next to B (B first, so A's rows sit at other batch offsets).
   StepBatch both;
   both.sequences.push_back(step(slab_b.get(), tb, all(333), {5, 300}));
   both.sequences.push_back(step(slab_a.get(), ta, all(150), predict_a));
   StepResult r_both;
   Logits l_both;
-  TRY(ForwardWithLogits(*m.transformer, both, DebugLogitsRows::kHiddenRows, &r_both, &l_both));
+  DLLM_RETURN_IF_ERROR(
+      ForwardWithLogits(*m.transformer, both, DebugLogitsRows::kHiddenRows, &r_both, &l_both));
   report->Check(l_both[1] == l_alone[0],
                 "cuda batch invariance: a sequence's logits do not depend on its batch mates");
   // Partial step on A: recompute a subset; the slab holds the full step's K/V for the rest,
@@ -486,7 +493,8 @@ absl::Status CudaExactnessTests(Backends& be, Report* report) {
   partial.sequences.push_back(step(slab_a.get(), ta, {20, 21, 60, 100, 149}, predict_a));
   StepResult r_part;
   Logits l_part;
-  TRY(ForwardWithLogits(*m.transformer, partial, DebugLogitsRows::kHiddenRows, &r_part, &l_part));
+  DLLM_RETURN_IF_ERROR(
+      ForwardWithLogits(*m.transformer, partial, DebugLogitsRows::kHiddenRows, &r_part, &l_part));
   report->Check(l_part[0] == l_alone[0],
                 "cuda partial step reproduces the full step's logits bit for bit");
   const auto* fallbacks = dynamic_cast<CudaBackend*>(be.cuda.get());
@@ -528,8 +536,8 @@ absl::Status FixtureTests(Backends& be, const std::string& data_dir, Report* rep
     cpu_opts.kv_budget_bytes = int64_t{64} << 20;
     LoadOptions gpu_opts = cpu_opts;
     gpu_opts.backend = "cuda";
-    TRY_ASSIGN(cpu, LoadModel(cpu_opts));
-    TRY_ASSIGN(gpu, LoadModel(gpu_opts));
+    DLLM_ASSIGN_OR_RETURN(cpu, LoadModel(cpu_opts));
+    DLLM_ASSIGN_OR_RETURN(gpu, LoadModel(gpu_opts));
     Model mc{std::move(cpu->transformer), std::move(cpu->kv_pool)};
     Model mg{std::move(gpu->transformer), std::move(gpu->kv_pool)};
     std::ifstream f(dir / "golden.json");
@@ -538,8 +546,8 @@ absl::Status FixtureTests(Backends& be, const std::string& data_dir, Report* rep
     for (const auto& c : golden["cases"]) {
       const std::vector<int32_t> tokens = c["input_ids"].get<std::vector<int32_t>>();
       const int vocab = c["vocab"].get<int>();
-      TRY_ASSIGN(lc, FullLogits(mc, tokens));
-      TRY_ASSIGN(lg, FullLogits(mg, tokens));
+      DLLM_ASSIGN_OR_RETURN(lc, FullLogits(mc, tokens));
+      DLLM_ASSIGN_OR_RETURN(lg, FullLogits(mg, tokens));
       const std::string name = absl::StrCat("fixture ", dir.filename().string(), " case ", index);
       CompareLogits(name, lg, lc, vocab, report, agree);
       auto ref = ReadF32((dir / c["logits_file"].get<std::string>()).string(), lc.size());
@@ -577,16 +585,16 @@ absl::Status TinyModelTests(Backends& be, const std::string& models_dir, Report*
     cpu_opts.kv_budget_bytes = int64_t{256} << 20;
     LoadOptions gpu_opts = cpu_opts;
     gpu_opts.backend = "cuda";
-    TRY_ASSIGN(cpu, LoadModel(cpu_opts));
-    TRY_ASSIGN(gpu, LoadModel(gpu_opts));
+    DLLM_ASSIGN_OR_RETURN(cpu, LoadModel(cpu_opts));
+    DLLM_ASSIGN_OR_RETURN(gpu, LoadModel(gpu_opts));
     const int vocab = cpu->config.vocab_size;
     const int length = std::min(128, cpu->config.max_positions);
     Model mc{std::move(cpu->transformer), std::move(cpu->kv_pool)};
     Model mg{std::move(gpu->transformer), std::move(gpu->kv_pool)};
     for (uint32_t seed : {1u, 2u, 3u}) {
       const std::vector<int32_t> tokens = RandomTokens(length, vocab, seed);
-      TRY_ASSIGN(lc, FullLogits(mc, tokens));
-      TRY_ASSIGN(lg, FullLogits(mg, tokens));
+      DLLM_ASSIGN_OR_RETURN(lc, FullLogits(mc, tokens));
+      DLLM_ASSIGN_OR_RETURN(lg, FullLogits(mg, tokens));
       CompareLogits(absl::StrCat("model ", dir.filename().string(), " prompt ", seed), lg, lc,
                     vocab, report, agree);
     }

@@ -111,6 +111,20 @@ CacheParams EntropyCache(float tau, int k = 4) {
   return c;
 }
 
+// A sink whose first commit (step 0) parks the worker thread: it signals `entered`, then
+// waits for `release`. While parked, the queue can be filled or cancelled deterministically.
+std::shared_ptr<CollectSink> BlockingSink(absl::Notification* entered,
+                                          absl::Notification* release) {
+  auto sink = std::make_shared<CollectSink>();
+  sink->on_commit = [entered, release](const CommitEvent& e) {
+    if (e.step == 0) {
+      entered->Notify();
+      release->WaitForNotification();
+    }
+  };
+  return sink;
+}
+
 TEST_CASE("tau = -inf reproduces no-cache decoding in every mode", "[scheduler][fidelity]") {
   int modes_that_differ_with_cache = 0;
   for (const Mode& mode : AllModes()) {
@@ -260,13 +274,7 @@ TEST_CASE("A queue at its bound rejects with RESOURCE_EXHAUSTED", "[scheduler][q
   options.queue_capacity = 2;
   Harness h(false, options);
   absl::Notification entered, release;
-  auto blocker = std::make_shared<CollectSink>();
-  blocker->on_commit = [&](const CommitEvent& e) {
-    if (e.step == 0) {
-      entered.Notify();
-      release.WaitForNotification();
-    }
-  };
+  auto blocker = BlockingSink(&entered, &release);
   REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
   entered.WaitForNotification();  // the worker is inside step 0: the queue is empty
   std::vector<std::shared_ptr<CollectSink>> queued;
@@ -287,13 +295,7 @@ TEST_CASE("Cancelling a queued request ends it before admission", "[scheduler][c
   options.max_batch_sequences = 1;
   Harness h(false, options);
   absl::Notification entered, release;
-  auto blocker = std::make_shared<CollectSink>();
-  blocker->on_commit = [&](const CommitEvent& e) {
-    if (e.step == 0) {
-      entered.Notify();
-      release.WaitForNotification();
-    }
-  };
+  auto blocker = BlockingSink(&entered, &release);
   REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
   entered.WaitForNotification();
   auto queued = std::make_shared<CollectSink>();
@@ -362,13 +364,7 @@ TEST_CASE("Drain finishes in-flight work, then refuses new requests", "[schedule
 TEST_CASE("Drain timeout cancels what remains", "[scheduler][drain]") {
   Harness h;
   absl::Notification entered, release;
-  auto blocker = std::make_shared<CollectSink>();
-  blocker->on_commit = [&](const CommitEvent& e) {
-    if (e.step == 0) {
-      entered.Notify();
-      release.WaitForNotification();
-    }
-  };
+  auto blocker = BlockingSink(&entered, &release);
   REQUIRE(h.engine->Submit(Request(DecodingParams{}), blocker).ok());
   entered.WaitForNotification();
   std::thread releaser([&] {
