@@ -181,7 +181,7 @@ TEST_CASE("dream-tiny: greedy generations equal the PyTorch trainer's", "[engine
   WARN(
       "dream-tiny Dream timestep schedule (maskgit_plus, steps = G) agrees with the trainer's "
       "one-per-step sampler on "
-      << timestep_agreement << " of " << n << " prompts");
+      << 100.0 * timestep_agreement << "% of " << n << " prompts");
   CHECK(timestep_agreement >= 0.5);  // identical except the final two-token step
 }
 

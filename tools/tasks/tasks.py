@@ -119,11 +119,23 @@ def generate(seed, n_per_family, exclude=frozenset()):
     return out
 
 
-def stream(seed, exclude):
-    """Endless training stream (families uniformly mixed); prompts in `exclude` are skipped."""
+def stream(seed, exclude, weights=None):
+    """Endless training stream; prompts in `exclude` are skipped. Families are drawn uniformly,
+    or in proportion to `weights` ({family: weight}, missing families weigh 1), which lets a
+    trainer spend more of its examples on the families that learn slowest (arithmetic)."""
     r = random.Random(seed)
+    if weights is None:
+        pick = lambda: FAMILIES[r.randrange(len(FAMILIES))]  # noqa: E731 (seeded order kept)
+    else:
+        unknown = set(weights) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown task families in weights: {sorted(unknown)}")
+        w = [float(weights.get(f, 1.0)) for f in FAMILIES]
+        if min(w) < 0 or sum(w) <= 0:
+            raise ValueError(f"family weights must be >= 0 with a positive sum: {weights}")
+        pick = lambda: r.choices(FAMILIES, weights=w)[0]  # noqa: E731
     while True:
-        f = FAMILIES[r.randrange(len(FAMILIES))]
+        f = pick()
         prompt, answer = GENERATORS[f](r)
         if prompt in exclude:
             continue

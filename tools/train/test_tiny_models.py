@@ -159,13 +159,14 @@ class GenerationsTest(unittest.TestCase):
                 self.assertEqual(len(r["output_ids"]), r["gen_length"])
                 self.assertEqual(r["text"], common.cut_answer(tok, sp, r["output_ids"]))
                 self.assertEqual(r["correct"], tasks.check(r["text"], x["answer"]))
-            # The recorded accuracy is the one reported in the summary (and models/README.md),
-            # and far above what a model ignoring the prompt gets (under 5%).
+            # The recorded accuracy is the one reported in the summary (and models/README.md)
+            # and meets the shipped models' bar: >= 90% exact match with vanilla decoding
+            # (a model ignoring the prompt gets under 5%).
             acc = sum(r["correct"] for r in recs) / len(recs)
             with open(os.path.join(OUT, f"{name}_test_summary.json")) as f:
                 summary = json.load(f)
             self.assertAlmostEqual(acc, summary["exact_match"], places=3)
-            self.assertGreaterEqual(acc, 0.5, name)
+            self.assertGreaterEqual(acc, 0.9, name)
 
     def test_redecode_sample_matches(self):
         # Re-decodes a seeded sample one prompt at a time (the file was decoded in batches).

@@ -30,12 +30,18 @@ import random
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# Debian's libopenblas0-pthread starts its own worker threads regardless of
+# torch.set_num_threads; two trainers sharing two cores then spend half their time spinning
+# in the kernel. Must be set before torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import common
-import evaluate
-from common import bpe, modeling, tasks
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import common  # noqa: E402
+import evaluate  # noqa: E402
+from common import bpe, modeling, tasks  # noqa: E402
 
 
 def log(*a):
@@ -142,6 +148,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eps", type=float, default=0.1,
                     help="p_mask = (1 - eps) t + eps; 0.1 bounds the 1/p weight at 10 (G ~ 10)")
+    ap.add_argument("--family-weights", default=None,
+                    help="training mix, e.g. add=3,sub=3,word=2 (others weigh 1); default uniform")
     ap.add_argument("--bench", type=int, default=0, help="time this many steps and exit")
     ap.add_argument("--init-from", default=None,
                     help="continue from a saved model folder (its weights and tokenizer)")
@@ -155,7 +163,13 @@ def main():
     g_len = args.gen_length
 
     test, val, exclude = tasks.load_splits()
-    stream = tasks.stream(tasks.TRAIN_SEED + args.seed, exclude)
+    weights = None
+    if args.family_weights:
+        weights = {}
+        for item in args.family_weights.split(","):
+            name, _, value = item.partition("=")
+            weights[name.strip()] = float(value)
+    stream = tasks.stream(tasks.TRAIN_SEED + args.seed, exclude, weights)
     corpus = list(itertools.islice(stream, args.tok_corpus))
     if args.init_from:
         tok = bpe.load(args.init_from)
