@@ -1,7 +1,11 @@
 #include "server/auth.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -24,7 +28,11 @@ TEST_CASE("auth: disabled without token sources") {
 }
 
 TEST_CASE("auth: tokens from a file and an env var") {
-  const std::string path = std::string(std::tmpnam(nullptr)) + "-tokens";
+  // mkstemp: a private file no other process can race us to.
+  std::string path = (std::filesystem::temp_directory_path() / "dllm-auth-XXXXXX").string();
+  const int fd = ::mkstemp(path.data());
+  REQUIRE(fd >= 0);
+  ::close(fd);
   {
     std::ofstream out(path);
     out << "# operators\nalpha-token\n\n  beta-token  # trailing comment\n";
