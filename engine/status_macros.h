@@ -18,9 +18,12 @@
 
 // DLLM_ASSIGN_OR_RETURN(var, expr): declares `var` from the value of the StatusOr `expr`, or
 // returns its status from the enclosing function.
+// `var` names a declaration, so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define DLLM_ASSIGN_OR_RETURN(var, expr)                   \
   auto var##_or = (expr);                                  \
   if (!var##_or.ok()) return std::move(var##_or).status(); \
   auto var = std::move(*var##_or)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // DLLM_ENGINE_STATUS_MACROS_H_

@@ -126,7 +126,8 @@ absl::Status UnicodeRegex::FindAll(std::string_view text,
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && scratch.jit_stack == nullptr) {
       // The default 32 KiB JIT stack is small for long inputs; retry once with a big one.
       scratch.context = pcre2_match_context_create(nullptr);
-      scratch.jit_stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+      scratch.jit_stack =
+          pcre2_jit_stack_create(size_t{32} * 1024, size_t{64} * 1024 * 1024, nullptr);
       if (scratch.context == nullptr || scratch.jit_stack == nullptr) {
         return absl::ResourceExhaustedError("out of memory for regex JIT stack");
       }

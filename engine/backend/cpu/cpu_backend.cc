@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -225,19 +226,20 @@ class CpuBackend final : public Backend {
       std::vector<float> heap;
       float* cs = cos_sin;
       if (half > 256) {
-        heap.resize(2 * half);
+        heap.resize(size_t{2} * half);
         cs = heap.data();
       }
       for (int j = 0; j < half; ++j) {
         const float angle = kmath::RopeAngle(pos[r], inv_freq_[j]);
-        cs[2 * j] = std::cos(angle);
-        cs[2 * j + 1] = std::sin(angle);
+        cs[std::ptrdiff_t{2} * j] = std::cos(angle);
+        cs[std::ptrdiff_t{2} * j + 1] = std::sin(angle);
       }
       float* row = xp + r * width;
       for (int h = 0; h < heads; ++h) {
         float* v = row + int64_t{h} * head_dim;
         for (int j = 0; j < half; ++j) {
-          kmath::RopeRotatePair(v[j], v[j + half], cs[2 * j], cs[2 * j + 1], &v[j], &v[j + half]);
+          const float* c = cs + std::ptrdiff_t{2} * j;
+          kmath::RopeRotatePair(v[j], v[j + half], c[0], c[1], &v[j], &v[j + half]);
         }
       }
     });

@@ -47,7 +47,7 @@ TEST_CASE("cuda index: attention tiles cover every row exactly once") {
         const int n = cuda_index::TileRows(rows, tile_rows, t);
         REQUIRE(n >= 1);
         REQUIRE(n <= tile_rows);
-        for (int r = 0; r < n; ++r) ++seen[static_cast<size_t>(t * tile_rows + r)];
+        for (int r = 0; r < n; ++r) ++seen[static_cast<size_t>(t) * tile_rows + r];
       }
       for (int s : seen) REQUIRE(s == 1);
     }

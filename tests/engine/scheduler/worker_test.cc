@@ -74,7 +74,7 @@ std::vector<Mode> AllModes() {
 
 struct Harness {
   explicit Harness(bool dream = false, EngineOptions options = {},
-                   testing::FakeRowFn fn = testing::HashRow) {
+                   const testing::FakeRowFn& fn = testing::HashRow) {
     auto executor = std::make_unique<FakeExecutor>(options.kv_budget_bytes, fn);
     fake = executor.get();
     auto created = CreateEngineForTesting(options, FakeConfig(dream), std::move(executor),
