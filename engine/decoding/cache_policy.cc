@@ -1,7 +1,6 @@
 #include "engine/decoding/cache_policy.h"
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 
 namespace dllm {
@@ -89,8 +88,7 @@ class EntropyPolicy final : public RecentKPolicy {
   }
   void Observe(int step, std::span<const CommittedToken> committed) override {
     RecentKPolicy::Observe(step, committed);
-    if (committed.empty()) return;  // no signal: keep the previous decision
-    float max_entropy = -std::numeric_limits<float>::infinity();
+    float max_entropy = 0.0f;  // entropy's floor; what an empty commit set counts as
     for (const CommittedToken& c : committed) max_entropy = std::max(max_entropy, c.entropy_nats);
     need_full_ = max_entropy > tau_;
   }

@@ -5,7 +5,9 @@
 //   entropy   EntropyCache: the first step is full; after step t, E = max entropy of the
 //             tokens committed in step t; E > tau => step t+1 full, else partial over the
 //             decoder's candidate set ∪ the recent-k committed tokens. A step that commits
-//             nothing carries no signal and keeps the previous decision.
+//             nothing (Dream's first timestep, a Bernoulli draw of zero) leaves the canvas
+//             as the cache saw it, so it counts as E = 0, entropy's floor: partial for any
+//             tau >= 0 (a refresh would recompute the same K/V), still full for tau < 0.
 //   dual      Fast-dLLM DualCache: full on the first step of every block; in between the
 //             current block's rows [block_begin, block_end). Requires the block schedule.
 //   interval  full every `refresh_interval` steps (steps 0, n, 2n, ...), entropy's partial

@@ -47,9 +47,29 @@ TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][
   // exactly tau is not above -> partial
   policy->Observe(2, Commits({{15, 0.5f}}));
   CHECK_FALSE(policy->Plan(Input(3, cand)).full);
-  // no commit: no signal, keep the decision
+  // no commit: the canvas is unchanged, E counts as 0 -> partial, also right after a full step
   policy->Observe(3, {});
   CHECK_FALSE(policy->Plan(Input(4, cand)).full);
+  policy->Observe(4, Commits({{16, 2.0f}}));
+  CHECK(policy->Plan(Input(5, cand)).full);
+  policy->Observe(5, {});
+  CHECK_FALSE(policy->Plan(Input(6, cand)).full);
+}
+
+TEST_CASE("Entropy policy: a first step that commits nothing is followed by a partial one",
+          "[decoding][cache_policy]") {
+  // Dream's timestep schedule commits 0 tokens at step 0: step 0 filled the cache from the
+  // very canvas step 1 sees, so refreshing again would recompute identical K/V.
+  auto policy = MakeCachePolicy(Entropy(0.5f, 4));
+  const std::vector<int32_t> cand = {3, 4};
+  CHECK(policy->Plan(Input(0, cand)).full);
+  policy->Observe(0, {});
+  CHECK_FALSE(policy->Plan(Input(1, cand)).full);
+  // tau < 0 (always refresh) stays full even without commits
+  auto always = MakeCachePolicy(Entropy(-std::numeric_limits<float>::infinity(), 4));
+  CHECK(always->Plan(Input(0, cand)).full);
+  always->Observe(0, {});
+  CHECK(always->Plan(Input(1, cand)).full);
 }
 
 TEST_CASE("Entropy tau = -inf is always full, +inf never after the first",
