@@ -2,6 +2,7 @@
 
 Run: /usr/bin/python3 -m unittest tools/train/test_tiny_models.py   (from the repo root)
 """
+import collections
 import hashlib
 import json
 import os
@@ -45,6 +46,29 @@ class TaskSuiteTest(unittest.TestCase):
         stream = tasks.stream(tasks.TRAIN_SEED + 1, exclude)
         for _ in range(20000):
             self.assertNotIn(next(stream)["prompt"], exclude)
+
+    def test_weighted_stream(self):
+        # The shipped models' training mix (models/README.md): still excludes held-out prompts,
+        # follows the weights, and rejects what it cannot honour.
+        _, _, exclude = tasks.load_splits()
+        weights = {"add": 3, "sub": 3, "max": 2, "word": 2}
+        stream = tasks.stream(tasks.TRAIN_SEED + 1, exclude, weights)
+        counts = collections.Counter()
+        n = 13000
+        for _ in range(n):
+            x = next(stream)
+            self.assertNotIn(x["prompt"], exclude)
+            counts[x["family"]] += 1
+        total_weight = sum(weights.get(f, 1) for f in tasks.FAMILIES)  # 13
+        for f in tasks.FAMILIES:
+            expected = n * weights.get(f, 1) / total_weight
+            self.assertLess(abs(counts[f] - expected), 5 * expected ** 0.5, f)
+        only_add = tasks.stream(1, exclude, {f: 0 for f in tasks.FAMILIES if f != "add"})
+        self.assertEqual({next(only_add)["family"] for _ in range(200)}, {"add"})
+        with self.assertRaises(ValueError):
+            next(tasks.stream(1, exclude, {"division": 1}))
+        with self.assertRaises(ValueError):
+            next(tasks.stream(1, exclude, {f: 0 for f in tasks.FAMILIES}))
 
     def test_answers_are_right(self):
         # Independent recomputation from the prompt text.
