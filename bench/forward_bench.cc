@@ -88,7 +88,8 @@ struct NamedConfig {
 };
 
 double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted) {
-  const double q = double{c.num_heads} * c.head_dim, kv = double{c.num_kv_heads} * c.head_dim;
+  const double q = static_cast<double>(c.num_heads) * c.head_dim;
+  const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
   const double h = c.hidden_size, f = c.intermediate_size;
   const double per_row_layer =
       2.0 * (h * q + 2 * h * kv + q * h + 3 * h * f) + 4.0 * kv_positions * q;

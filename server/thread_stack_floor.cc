@@ -30,7 +30,7 @@ extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t stack_byte
       reinterpret_cast<SetStackSizeFn>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
   if (real == nullptr) return ENOSYS;
   // Below PTHREAD_STACK_MIN stays invalid (EINVAL), as the caller asked for.
-  if (stack_bytes >= PTHREAD_STACK_MIN && stack_bytes < kSmallStackBytes) {
+  if (stack_bytes >= static_cast<size_t>(PTHREAD_STACK_MIN) && stack_bytes < kSmallStackBytes) {
     stack_bytes += kStaticTlsHeadroomBytes;
   }
   return real(attr, stack_bytes);

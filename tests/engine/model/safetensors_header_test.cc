@@ -21,10 +21,9 @@ using testing::FixtureTensor;
 std::vector<uint8_t> FileBytes(std::string_view header, size_t data_bytes,
                                std::optional<uint64_t> length = std::nullopt) {
   const uint64_t n = length.value_or(header.size());
-  std::vector<uint8_t> bytes(8);
+  std::vector<uint8_t> bytes(8 + header.size() + data_bytes, 0xab);
   std::memcpy(bytes.data(), &n, 8);
-  bytes.insert(bytes.end(), header.begin(), header.end());
-  bytes.resize(bytes.size() + data_bytes, 0xab);
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
   return bytes;
 }
 
