@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
+#include "tests/engine/decoding/entropy_cache_params.h"
+
 namespace dllm {
 namespace {
 
@@ -23,16 +25,8 @@ PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_sta
   return in;
 }
 
-CacheParams Entropy(float tau, int k) {
-  CacheParams c;
-  c.policy = CachePolicyKind::kEntropy;
-  c.entropy_threshold = tau;
-  c.recent_k = k;
-  return c;
-}
-
 TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][cache_policy]") {
-  auto policy = MakeCachePolicy(Entropy(0.5f, 2));
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2));
   const std::vector<int32_t> cand = {20, 21, 22};
   // step 0 is always full
   CHECK(policy->Plan(Input(0, cand)).full);
@@ -60,13 +54,13 @@ TEST_CASE("Entropy policy: a first step that commits nothing is followed by a pa
           "[decoding][cache_policy]") {
   // Dream's timestep schedule commits 0 tokens at step 0: step 0 filled the cache from the
   // very canvas step 1 sees, so refreshing again would recompute identical K/V.
-  auto policy = MakeCachePolicy(Entropy(0.5f, 4));
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 4));
   const std::vector<int32_t> cand = {3, 4};
   CHECK(policy->Plan(Input(0, cand)).full);
   policy->Observe(0, {});
   CHECK_FALSE(policy->Plan(Input(1, cand)).full);
   // tau < 0 (always refresh) stays full even without commits
-  auto always = MakeCachePolicy(Entropy(-std::numeric_limits<float>::infinity(), 4));
+  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4));
   CHECK(always->Plan(Input(0, cand)).full);
   always->Observe(0, {});
   CHECK(always->Plan(Input(1, cand)).full);
@@ -74,8 +68,8 @@ TEST_CASE("Entropy policy: a first step that commits nothing is followed by a pa
 
 TEST_CASE("Entropy tau = -inf is always full, +inf never after the first",
           "[decoding][cache_policy]") {
-  auto always = MakeCachePolicy(Entropy(-std::numeric_limits<float>::infinity(), 4));
-  auto never = MakeCachePolicy(Entropy(std::numeric_limits<float>::infinity(), 4));
+  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4));
+  auto never = MakeCachePolicy(testing::EntropyCache(std::numeric_limits<float>::infinity(), 4));
   const std::vector<int32_t> cand = {5};
   CHECK(always->Plan(Input(0, cand)).full);
   CHECK(never->Plan(Input(0, cand)).full);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/engine.h"
+#include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
 
 namespace dllm {
@@ -127,14 +128,6 @@ std::vector<DecodingParams> Modes() {
   return out;
 }
 
-CacheParams Entropy(float tau, int k) {
-  CacheParams c;
-  c.policy = CachePolicyKind::kEntropy;
-  c.entropy_threshold = tau;
-  c.recent_k = k;
-  return c;
-}
-
 TEST_CASE("Real forward: tau = -inf reproduces no cache; partial steps run",
           "[engine][integration]") {
   for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
@@ -146,12 +139,12 @@ TEST_CASE("Real forward: tau = -inf reproduces no cache; partial steps run",
       r.decoding = d;
       INFO(fixture << " schedule " << static_cast<int>(d.schedule));
       const FinalEvent none = RunOne(*engine, r);
-      r.cache = Entropy(-std::numeric_limits<float>::infinity(), 4);
+      r.cache = testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4);
       const FinalEvent always = RunOne(*engine, r);
       CHECK(always.token_ids == none.token_ids);
       CHECK(always.stats.steps == none.stats.steps);
       CHECK(always.stats.partial_steps == 0);
-      r.cache = Entropy(std::numeric_limits<float>::infinity(), 4);
+      r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 4);
       const FinalEvent cached = RunOne(*engine, r);
       CHECK(cached.stats.partial_steps > 0);
       CHECK(cached.stats.rows_computed < none.stats.rows_computed);
@@ -171,7 +164,7 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
       if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
       switch (i % 4) {
         case 1:
-          r.cache = Entropy(0.5f, 3);
+          r.cache = testing::EntropyCache(0.5f, 3);
           break;
         case 2:
           r.cache.policy = CachePolicyKind::kInterval;

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "engine/engine_impl.h"
+#include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
 #include "tests/engine/scheduler/fake_model.h"
 
@@ -16,6 +17,7 @@ namespace dllm {
 namespace {
 
 using testing::CollectSink;
+using testing::EntropyCache;
 using testing::FakeConfig;
 using testing::FakeExecutor;
 using testing::FakeTokenizer;
@@ -101,14 +103,6 @@ FinalEvent RunOne(Engine& engine, GenerationRequest r) {
   auto id = engine.Submit(std::move(r), sink);
   REQUIRE(id.ok());
   return sink->Wait();
-}
-
-CacheParams EntropyCache(float tau, int k = 4) {
-  CacheParams c;
-  c.policy = CachePolicyKind::kEntropy;
-  c.entropy_threshold = tau;
-  c.recent_k = k;
-  return c;
 }
 
 // A sink whose first commit (step 0) parks the worker thread: it signals `entered`, then
