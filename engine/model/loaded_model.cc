@@ -58,6 +58,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (model->config.eot_token_id < 0) {
     model->config.eot_token_id = FirstKnownToken(*model->tokenizer, {"<|eot_id|>", "<|im_end|>"});
   }
+  if (model->config.eot_token_id >= 0 &&
+      model->config.eot_token_id == model->config.mask_token_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the tokenizer's end-of-turn token is the mask token (id ",
+        model->config.mask_token_id, "): the mask token must differ from end-of-sequence"));
+  }
   if (model->config.bos_token_id < 0) {
     model->config.bos_token_id =
         FirstKnownToken(*model->tokenizer, {"<|startoftext|>", "<|beginoftext|>"});
