@@ -6,6 +6,8 @@
 // UNAVAILABLE, in-flight requests drain for up to server.drain_timeout_seconds, the rest
 // are cancelled, exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad usage.
 #include <fcntl.h>
+#include <google/protobuf/stubs/logging.h>
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -14,7 +16,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -29,6 +33,7 @@
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/listen_probe.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/tls_credentials.h"
@@ -84,6 +89,39 @@ int WaitForStopSignal() {
 }
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
 
+// gRPC and protobuf log through their own global hooks; route them into the server's logger
+// so that a JSON log stays JSON (a raw "E1130 chttp2_server.cc ..." or "[libprotobuf ERROR]"
+// line used to appear in it). Set while the logger lives; null means stderr as before.
+std::atomic<Logger*> g_library_logger{nullptr};
+
+void LogLibraryLine(LogLevel level, const char* library, const char* file, int line,
+                    std::string_view message) {
+  Logger* logger = g_library_logger.load();
+  if (logger == nullptr) {
+    std::cerr << library << " " << file << ":" << line << " " << message << "\n";
+    return;
+  }
+  logger->Log(level, "library_log", {{"library", std::string(library)},
+                                     {"file", std::string(file != nullptr ? file : "")},
+                                     {"line", int64_t{line}},
+                                     {"message", std::string(message)}});
+}
+
+void RouteGrpcLog(gpr_log_func_args* args) {
+  const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR  ? LogLevel::kError
+                         : args->severity == GPR_LOG_SEVERITY_INFO ? LogLevel::kInfo
+                                                                   : LogLevel::kDebug;
+  LogLibraryLine(level, "grpc", args->file, args->line, args->message);
+}
+
+void RouteProtobufLog(google::protobuf::LogLevel severity, const char* file, int line,
+                      const std::string& message) {
+  const LogLevel level = severity >= google::protobuf::LOGLEVEL_ERROR     ? LogLevel::kError
+                         : severity == google::protobuf::LOGLEVEL_WARNING ? LogLevel::kWarning
+                                                                          : LogLevel::kInfo;
+  LogLibraryLine(level, "protobuf", file, line, message);
+}
+
 int Run(int argc, char** argv) {
   absl::StatusOr<CommandLine> cl =
       ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
@@ -110,6 +148,12 @@ int Run(int argc, char** argv) {
   }
 
   Logger logger(config.logging.level, config.logging.format, &std::cerr);
+  g_library_logger.store(&logger);
+  gpr_set_log_function(RouteGrpcLog);
+  google::protobuf::SetLogHandler(RouteProtobufLog);
+  struct Unroute {
+    ~Unroute() { g_library_logger.store(nullptr); }
+  } unroute;
   auto fail = [&logger](std::string_view what, const absl::Status& status) {
     logger.Error("startup_failed",
                  {{"stage", std::string(what)}, {"error", std::string(status.message())}});
@@ -149,6 +193,9 @@ int Run(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int selected_port = 0;
   builder.AddListeningPort(config.server.address, *credentials, &selected_port);
+  // gRPC sets SO_REUSEPORT by default, so a second server on a busy port would bind too and
+  // silently split the traffic; without it the bind fails and start-up stops.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.server.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.server.max_send_message_bytes));
@@ -159,8 +206,13 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || selected_port == 0) {
-    return fail("listen",
-                absl::UnavailableError(absl::StrCat("cannot listen on ", config.server.address)));
+    const std::string reason = ListenFailureReason(config.server.address);
+    return fail("listen", absl::UnavailableError(absl::StrCat(
+                              "cannot listen on ", config.server.address, ": ",
+                              reason.empty() ? "gRPC could not start the listener" : reason,
+                              reason == std::strerror(EADDRINUSE)
+                                  ? " (another process, perhaps another dllm-server, holds it)"
+                                  : "")));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   // The default health service knows only "" until a service's status is set explicitly;
@@ -229,4 +281,12 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace dllm
 
-int main(int argc, char** argv) { return dllm::Run(argc, argv); }
+// Exits without static destructors: every request is finished and logged by then, and the
+// library teardown that would follow (gRPC's and OpenBLAS's threads) kept the process alive
+// 0.3-2 s after "stopped", which supervisors count as shutdown time.
+int main(int argc, char** argv) {
+  const int rc = dllm::Run(argc, argv);
+  std::cout.flush();
+  std::cerr.flush();
+  std::_Exit(rc);
+}
