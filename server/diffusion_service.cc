@@ -78,6 +78,8 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
     const absl::Time deadline = admitted->request.deadline;
+    service->CallOpened();
+    call->opened_ = true;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishCall(ToGrpcStatus(id.status()), nullptr, call->request_id_);
@@ -101,7 +103,10 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
 
   void OnCancel() override { link_.Cancel(); }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    if (opened_) service_->CallClosed();
+    self_.reset();
+  }
 
  private:
   GenerateCall(DiffusionService* service, grpc::ByteBuffer* response)
@@ -117,6 +122,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
+  bool opened_ = false;                 // counted by CallOpened (set before Submit)
   EngineRequestLink link_;
 };
 
@@ -144,6 +150,8 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
     const absl::Time deadline = admitted->request.deadline;
+    service->CallOpened();
+    call->opened_ = true;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishWithoutEngine(ToGrpcStatus(id.status()), call->request_id_);
@@ -237,7 +245,10 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 
   void OnCancel() override { link_.Cancel(); }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    if (opened_) service_->CallClosed();
+    self_.reset();
+  }
 
  private:
   static constexpr size_t kMaxQueuedForSnapshot = 16;
@@ -296,6 +307,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateStreamCall> self_;
+  bool opened_ = false;  // counted by CallOpened (set before Submit)
   v1::GenerateStreamResponse current_;  // the message being written
   grpc::ByteBuffer current_bytes_;      // its bytes (owned by us until OnWriteDone)
 
@@ -345,6 +357,22 @@ absl::Status DiffusionService::AttachEngine(Engine* engine) {
 void DiffusionService::SetDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
+}
+
+void DiffusionService::CallOpened() {
+  absl::MutexLock lock(&mu_);
+  ++open_calls_;
+}
+
+void DiffusionService::CallClosed() {
+  absl::MutexLock lock(&mu_);
+  --open_calls_;
+}
+
+bool DiffusionService::WaitForOpenCalls(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_calls_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&none), timeout);
 }
 
 absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* context,

@@ -61,6 +61,10 @@ class DiffusionService final : public DiffusionServiceBase {
   // From now on new calls fail with UNAVAILABLE; requests the engine cancels because the
   // drain timed out end with UNAVAILABLE too (so clients know to retry elsewhere).
   void SetDraining();
+  // Waits until every generation call that reached the engine has been completed by gRPC
+  // (its reply and status handed to the transport); false on timeout. Used at shutdown,
+  // after SetDraining and Engine::Drain, so the last replies leave before the process does.
+  bool WaitForOpenCalls(absl::Duration timeout) const;
 
   // The typed overloads stay unused (the raw handlers replace them).
   using DiffusionServiceBase::Generate;
@@ -95,6 +99,9 @@ class DiffusionService final : public DiffusionServiceBase {
   grpc::Status CheckReplySize(const google::protobuf::Message& reply) const;
   // CheckReplySize, then serializes `reply` into `out`.
   grpc::Status SerializeReply(const google::protobuf::Message& reply, grpc::ByteBuffer* out) const;
+  // Bookkeeping for WaitForOpenCalls (a call that reached Submit, until its OnDone).
+  void CallOpened();
+  void CallClosed();
   // Counts and logs one finished generation call. `event` is null when it never ran.
   void RecordCall(const char* method, const std::string& request_id, const grpc::Status& status,
                   const FinalEvent* event, absl::Time start);
@@ -114,6 +121,7 @@ class DiffusionService final : public DiffusionServiceBase {
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestDefaults defaults_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  int open_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dllm
