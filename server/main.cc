@@ -36,6 +36,7 @@
 #include "server/listen_probe.h"
 #include "server/logger.h"
 #include "server/metrics.h"
+#include "server/process_metrics.h"
 #include "server/tls_credentials.h"
 #include "server/warmup.h"
 
@@ -176,6 +177,7 @@ int Run(int argc, char** argv) {
   // Metrics outlive the engine (the engine holds the observer pointer).
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
+  auto process_metrics = std::make_shared<ProcessMetrics>();
   if (config.metrics.port != 0) {
     metrics = std::make_unique<ServerMetrics>();
     const std::string bind = absl::StrCat(config.metrics.address, ":", config.metrics.port);
@@ -186,6 +188,7 @@ int Run(int argc, char** argv) {
                                  absl::StrCat("cannot serve metrics on ", bind, ": ", e.what())));
     }
     exposer->RegisterCollectable(metrics->registry());
+    exposer->RegisterCollectable(process_metrics);
   }
 
   DiffusionService service(config, auth->get(), metrics.get(), &logger);
@@ -243,6 +246,10 @@ int Run(int argc, char** argv) {
     return fail("load_model", engine.status());
   }
   const ModelInfo& info = (*engine)->model_info();
+  if (metrics != nullptr) {
+    metrics->SetBuildInfo(DLLM_VERSION, std::string(BackendName(config.engine.backend)),
+                          config.engine.model);
+  }
   logger.Info("model_loaded", {{"model", config.engine.model},
                                {"family", info.family},
                                {"backend", std::string(BackendName(config.engine.backend))},

@@ -7,6 +7,8 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
   port_in_use                   a second server on a busy port exits 1 naming the cause
   tls_key_mismatch              a key that does not match the certificate is named at start-up
   client_help                   `dllm-client load --help` prints usage and exits 0
+  build_info_and_process        /metrics has dllm_build_info{version,backend,model} and the
+                                process_* series
   config_port_range             server.address with port 99999 is a config error
   invalid_utf8_logged           invalid UTF-8 over the wire: INVALID_ARGUMENT, logged, counted,
                                 no raw libprotobuf line in the (JSON) log
@@ -138,6 +140,22 @@ class ReliabilityTest(unittest.TestCase):
             r = self.client(*args)
             self.assertEqual(r.returncode, 0, (args, r.stderr))
             self.assertIn("usage: dllm-client", r.stdout)
+
+    def test_build_info_and_process(self):
+        s = self.start()
+        text = s.metrics_text()
+        m = re.search(r'^dllm_build_info\{([^}]*)\} 1$', text, re.M)
+        self.assertIsNotNone(m, text)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        self.assertEqual(labels["backend"], "cpu")
+        self.assertEqual(labels["model"], self.model)
+        self.assertNotEqual(labels["version"], "")
+        rss = re.search(r'^process_resident_memory_bytes ([0-9.e+]+)$', text, re.M)
+        self.assertIsNotNone(rss, text)
+        with open("/proc/%d/statm" % s.proc.pid) as f:
+            resident = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        self.assertAlmostEqual(float(rss.group(1)), resident, delta=0.2 * resident)
+        self.assertRegex(text, r'(?m)^process_cpu_seconds_total [0-9.e+-]+$')
 
     def test_config_port_range(self):
         s = self.start(overrides={"server": {"address": "127.0.0.1:99999"}}, wait=False)
