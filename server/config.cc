@@ -345,8 +345,8 @@ absl::Status CheckListenAddress(absl::string_view key, const std::string& addres
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos ||
       !absl::SimpleAtoi(port, &value) || value > 65535) {
-    return Invalid(key, absl::StrCat("'", address, "': port '", port,
-                                     "' is not a port number (0..65535)"));
+    return Invalid(
+        key, absl::StrCat("'", address, "': port '", port, "' is not a port number (0..65535)"));
   }
   return absl::OkStatus();
 }

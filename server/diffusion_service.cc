@@ -3,8 +3,8 @@
 #include <chrono>
 #include <deque>
 #include <optional>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -307,7 +307,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateStreamCall> self_;
-  bool opened_ = false;  // counted by CallOpened (set before Submit)
+  bool opened_ = false;                 // counted by CallOpened (set before Submit)
   v1::GenerateStreamResponse current_;  // the message being written
   grpc::ByteBuffer current_bytes_;      // its bytes (owned by us until OnWriteDone)
 
@@ -332,7 +332,6 @@ DiffusionService::DiffusionService(const ServerConfig& config, const TokenAuthen
       logger_(logger),
       limits_(config.limits),
       rejected_log_(kRejectedLogLinesPerSecond) {}
-
 
 absl::Status DiffusionService::AttachEngine(Engine* engine) {
   RequestDefaults defaults =
@@ -461,8 +460,8 @@ grpc::Status DiffusionService::SerializeReply(const google::protobuf::Message& r
                                               grpc::ByteBuffer* out) const {
   if (grpc::Status st = CheckReplySize(reply); !st.ok()) return st;
   bool own_buffer = false;
-  return grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
-      reply, out, &own_buffer);
+  return grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(reply, out,
+                                                                                    &own_buffer);
 }
 
 void DiffusionService::RecordCall(const char* method, const std::string& request_id,

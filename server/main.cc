@@ -18,8 +18,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -103,10 +103,11 @@ void LogLibraryLine(LogLevel level, const char* library, const char* file, int l
     std::cerr << library << " " << file << ":" << line << " " << message << "\n";
     return;
   }
-  logger->Log(level, "library_log", {{"library", std::string(library)},
-                                     {"file", std::string(file != nullptr ? file : "")},
-                                     {"line", int64_t{line}},
-                                     {"message", std::string(message)}});
+  logger->Log(level, "library_log",
+              {{"library", std::string(library)},
+               {"file", std::string(file != nullptr ? file : "")},
+               {"line", int64_t{line}},
+               {"message", std::string(message)}});
 }
 
 void RouteGrpcLog(gpr_log_func_args* args) {

@@ -62,8 +62,8 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
       const double cpu = (std::stod(f[11]) + std::stod(f[12])) / ticks;
       out.push_back(Family("process_cpu_seconds_total", "User and system CPU time in seconds",
                            MetricType::Counter, cpu));
-      out.push_back(Family("process_threads", "Threads of the process", MetricType::Gauge,
-                           std::stod(f[17])));
+      out.push_back(
+          Family("process_threads", "Threads of the process", MetricType::Gauge, std::stod(f[17])));
       out.push_back(Family("process_start_time_seconds",
                            "Start time of the process since the Unix epoch in seconds",
                            MetricType::Gauge, BootTimeSeconds() + std::stod(f[19]) / ticks));

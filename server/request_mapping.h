@@ -27,7 +27,8 @@ RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDef
 
 // Maps and validates everything except the prompt length after chat templating, which
 // needs the tokenizer (see CheckPromptLength). The prompt's (or chat's) size in bytes is
-// checked against limits.max_prompt_bytes (which must be resolved, i.e. > 0, or is ignored). `request_id` is the server-side id to use.
+// checked against limits.max_prompt_bytes (which must be resolved, i.e. > 0, or is ignored).
+// `request_id` is the server-side id to use.
 absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
                                                       const RequestDefaults& defaults,
                                                       const LimitsSection& limits,

@@ -42,19 +42,19 @@ absl::Status CheckTlsKeyPair(const std::string& cert_pem, const std::string& cer
   auto key_bio = MemoryBio(key_pem);
   // An empty passphrase callback: encrypted keys fail here instead of prompting on a tty.
   std::unique_ptr<EVP_PKEY, PkeyFree> key(
-      key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr,
-                                        [](char*, int, int, void*) { return 0; }, nullptr)
+      key_bio ? PEM_read_bio_PrivateKey(
+                    key_bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr)
               : nullptr);
   if (key == nullptr) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tls.key: '", key_path, "' holds no unencrypted PEM private key"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls.key: '", key_path, "' holds no unencrypted PEM private key"));
   }
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(
-        absl::StrCat("tls.key: the private key in '", key_path,
-                     "' does not match the certificate in '", cert_path, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("tls.key: the private key in '", key_path,
+                                                   "' does not match the certificate in '",
+                                                   cert_path, "'"));
   }
   return absl::OkStatus();
 }

@@ -27,14 +27,13 @@ struct FamilyNames {
 FamilyNames NamesFor(ModelFamily family) {
   switch (family) {
     case ModelFamily::kLlada:
-      return {
-          "model.transformer.wte.weight",
-          "model.transformer.ln_f.weight",
-          "model.transformer.ff_out.weight",
-          {"model.transformer.blocks.", ".attn_norm.weight", ".q_proj.weight", ".k_proj.weight",
-           ".v_proj.weight", ".attn_out.weight", ".ff_norm.weight", ".ff_proj.weight",
-           ".up_proj.weight", ".ff_out.weight", ".q_proj.bias", ".k_proj.bias", ".v_proj.bias"},
-          "n_layers"};
+      return {"model.transformer.wte.weight",
+              "model.transformer.ln_f.weight",
+              "model.transformer.ff_out.weight",
+              {"model.transformer.blocks.", ".attn_norm.weight", ".q_proj.weight", ".k_proj.weight",
+               ".v_proj.weight", ".attn_out.weight", ".ff_norm.weight", ".ff_proj.weight",
+               ".up_proj.weight", ".ff_out.weight", ".q_proj.bias", ".k_proj.bias", ".v_proj.bias"},
+              "n_layers"};
     case ModelFamily::kDream:
       break;
   }
@@ -109,9 +108,9 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
   // abort with bad_alloc), and grow the vector only as layers resolve.
   const std::string last = absl::StrCat(ln.prefix, config.num_layers - 1, ln.attn_norm);
   if (!checkpoint.Get(last).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json field \"", names.layers_field, "\" declares ", config.num_layers,
-        " layers but the checkpoint has no tensor '", last, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
+                     " layers but the checkpoint has no tensor '", last, "'"));
   }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = absl::StrCat(ln.prefix, i);

@@ -12,8 +12,9 @@
 // byte size do not overflow, and data_offsets with begin <= end <= data section size and
 // end - begin == elements * dtype size; and no two non-empty tensors overlap. Offsets need
 // not be multiples of the element size (such files exist and Hugging Face reads them), so
-// tensor bytes may be unaligned: readers use memcpy or byte loads. Gaps and trailing bytes are allowed. Errors are InvalidArgument (or
-// DataLoss for a truncated file) and name the file and, where there is one, the tensor.
+// tensor bytes may be unaligned: readers use memcpy or byte loads. Gaps and trailing bytes are
+// allowed. Errors are InvalidArgument (or DataLoss for a truncated file) and name the file and,
+// where there is one, the tensor.
 //
 // It reads only the header bytes; tensor bytes are never touched. Thread-safe (no state).
 #ifndef DLLM_ENGINE_MODEL_SAFETENSORS_HEADER_H_

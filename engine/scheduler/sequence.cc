@@ -99,10 +99,9 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   for (const RowStats& r : rows) {
     if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
         !std::isfinite(r.entropy_nats)) {
-      return absl::InternalError(
-          absl::StrCat("the model produced non-finite logits (NaN or Inf) at position ",
-                       r.position, " in step ", step,
-                       ": the weights are corrupt or the activations overflowed"));
+      return absl::InternalError(absl::StrCat(
+          "the model produced non-finite logits (NaN or Inf) at position ", r.position, " in step ",
+          step, ": the weights are corrupt or the activations overflowed"));
     }
   }
   absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);

@@ -99,9 +99,9 @@ void Worker::Loop() {
           rejected.emplace_back(std::move(pending),
                                 absl::DeadlineExceededError("deadline passed while queued"));
         } else {
-          rejected.emplace_back(std::move(pending),
-                                absl::CancelledError(cancel_all ? cancel_all_message
-                                                                : "cancelled by the caller"));
+          rejected.emplace_back(
+              std::move(pending),
+              absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"));
         }
       }
       evicted_.clear();

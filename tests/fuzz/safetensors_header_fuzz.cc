@@ -2,8 +2,8 @@
 //
 // Besides "no crash, no sanitizer report", every accepted header is checked against the
 // parser's contract: ranges inside the data section, byte length == elements * dtype size,
-// non-overlapping (offsets may be unaligned). The bytes of small accepted tensors are converted with
-// TensorView::ToFloat so that ASan sees any out-of-range view.
+// non-overlapping (offsets may be unaligned). The bytes of small accepted tensors are converted
+// with TensorView::ToFloat so that ASan sees any out-of-range view.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

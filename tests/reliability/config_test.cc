@@ -1,12 +1,13 @@
 // Reliability: server configuration values that used to slip through or read badly
 // (issue 15, defects 3 and 13), and the TLS key/certificate pair check (defect 12).
+#include "server/config.h"
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "server/command_line.h"
-#include "server/config.h"
 #include "server/tls_key_pair.h"
 
 namespace dllm {
@@ -63,9 +64,9 @@ TEST_CASE("reliability: TLS material that is not a matching pair is named", "[re
   CHECK(CheckTlsKeyPair(cert_a, "a.pem", key_a, "a.key").ok());
   const absl::Status mismatch = CheckTlsKeyPair(cert_a, "a.pem", key_b, "b.key");
   CHECK(absl::IsInvalidArgument(mismatch));
-  CHECK_THAT(std::string(mismatch.message()),
-             Catch::Contains("b.key") && Catch::Contains("a.pem") &&
-                 Catch::Contains("does not match"));
+  CHECK_THAT(std::string(mismatch.message()), Catch::Contains("b.key") &&
+                                                  Catch::Contains("a.pem") &&
+                                                  Catch::Contains("does not match"));
   CHECK_THAT(std::string(CheckTlsKeyPair(key_a, "k.pem", key_a, "a.key").message()),
              Catch::Contains("tls.cert") && Catch::Contains("k.pem"));
   CHECK_THAT(std::string(CheckTlsKeyPair(cert_a, "a.pem", cert_a, "c.key").message()),

@@ -34,9 +34,9 @@ void WriteFile(const fs::path& path, const std::string& bytes) {
 class ModelCopy {
  public:
   explicit ModelCopy(const std::string& name) {
-    dir_ = fs::temp_directory_path() /
-           ("dllm-reliability-" + name + "-" + std::to_string(::getpid()) + "-" +
-            std::to_string(counter_++));
+    dir_ =
+        fs::temp_directory_path() / ("dllm-reliability-" + name + "-" + std::to_string(::getpid()) +
+                                     "-" + std::to_string(counter_++));
     fs::remove_all(dir_);
     fs::copy(fs::path(DLLM_SOURCE_DIR) / "models" / name, dir_, fs::copy_options::recursive);
   }
@@ -86,9 +86,8 @@ TEST_CASE("reliability: a huge n_layers fails cleanly, naming the field", "[reli
     REQUIRE_NOTHROW(engine = Load(model.dir()));  // was std::bad_alloc (abort at start-up)
     REQUIRE_FALSE(engine.ok());
     CHECK(absl::IsInvalidArgument(engine.status()));
-    CHECK_THAT(Message(engine.status()), Catch::Contains("n_layers") &&
-                                             Catch::Contains(value) &&
-                                             Catch::Contains("blocks."));
+    CHECK_THAT(Message(engine.status()),
+               Catch::Contains("n_layers") && Catch::Contains(value) && Catch::Contains("blocks."));
   }
   ModelCopy dream("dream-tiny");
   dream.EditConfig([](Json& c) { c["num_hidden_layers"] = 2147483647; });
@@ -134,8 +133,7 @@ void MisalignSafetensors(const fs::path& file) {
   WriteFile(file, out);
 }
 
-TEST_CASE("reliability: safetensors data not aligned to the element size loads",
-          "[reliability]") {
+TEST_CASE("reliability: safetensors data not aligned to the element size loads", "[reliability]") {
   for (const char* name : {"llada-tiny", "dream-tiny"}) {
     INFO(name);
     ModelCopy original(name);

@@ -16,9 +16,8 @@ using testing::CollectSink;
 struct Harness {
   explicit Harness(EngineOptions options) {
     auto executor = std::make_unique<testing::FakeExecutor>(options.kv_budget_bytes);
-    auto created =
-        CreateEngineForTesting(options, testing::FakeConfig(false), std::move(executor),
-                               std::make_unique<testing::FakeTokenizer>());
+    auto created = CreateEngineForTesting(options, testing::FakeConfig(false), std::move(executor),
+                                          std::make_unique<testing::FakeTokenizer>());
     REQUIRE(created.ok());
     engine = std::move(*created);
   }

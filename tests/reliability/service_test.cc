@@ -33,9 +33,8 @@ class Harness {
       : config_(std::move(config)),
         logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
         engine_(64, step, &metrics_) {
-    auto auth = TokenAuthenticator::Create(config_.auth, [](const std::string&) {
-      return std::optional<std::string>();
-    });
+    auto auth = TokenAuthenticator::Create(
+        config_.auth, [](const std::string&) { return std::optional<std::string>(); });
     REQUIRE(auth.ok());
     auth_ = *std::move(auth);
     service_ = std::make_unique<DiffusionService>(config_, auth_.get(), &metrics_, &logger_);
