@@ -167,7 +167,7 @@ struct EngineOptions {
   int max_batch_sequences = 8;
   int64_t kv_budget_bytes = int64_t{1} << 30;
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
-  int cpu_threads = 0;      // 0: leave OpenBLAS's default
+  int cpu_threads = 0;      // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };

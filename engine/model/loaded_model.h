@@ -19,7 +19,7 @@ namespace dllm {
 struct LoadOptions {
   std::string model_dir;
   std::string backend = "cpu";  // cpu | cuda
-  int cpu_threads = 0;          // 0: OpenBLAS default
+  int cpu_threads = 0;          // 0: one per hardware thread
   int64_t kv_budget_bytes = int64_t{1} << 30;
 };
 

@@ -87,7 +87,7 @@ ModelConfig LladaConfig() {
 ModelConfig DreamConfig() {
   return RandomModelConfig(ModelFamily::kDream, 96, 2, 6, 2, 160, 320, 4096);
 }
-// Big enough that the GEMMs take OpenBLAS (weights above kSmallWeightElements).
+// Big enough for several GEMM column chunks, tile tails and multi-threaded GEMMs.
 ModelConfig MidConfig() {
   return RandomModelConfig(ModelFamily::kDream, 256, 2, 4, 2, 512, 1024, 4096);
 }
