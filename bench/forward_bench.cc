@@ -185,7 +185,7 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length,
     }
     std::unique_ptr<Transformer> transformer = std::move(*transformer_or);
     model.reset();  // weights now live on the backend
-    KvPool pool(backend.get(), m.config, int64_t{4} << 30);
+    KvPool pool(backend.get(), m.config.kv_layout(), int64_t{4} << 30);
     for (int n : lengths) {
       auto slab = pool.Allocate(n);
       if (!slab.ok()) {

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/model/chat_template.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
 
@@ -71,7 +71,7 @@ struct CacheParams {
 };
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
-// when several are set: callers set one. ChatMessage comes from engine/model/chat_template.h.
+// when several are set: callers set one. ChatMessage comes from engine/tokenizer/chat_template.h.
 
 struct GenerationRequest {
   std::string id;                          // caller's id, echoed in logs and events

@@ -11,8 +11,8 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer.h"
 #include "engine/model/transformer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm {
 

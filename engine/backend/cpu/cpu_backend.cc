@@ -16,7 +16,7 @@
 #include "engine/backend/cpu/cpu_row_stats.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/kernel_math.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {

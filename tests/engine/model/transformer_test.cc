@@ -33,7 +33,7 @@ Harness MakeHarness(const ModelConfig& config, uint64_t seed = 11, int threads =
   auto t = Transformer::Create(config, h.model->weights, h.backend.get());
   REQUIRE(t.ok());
   h.transformer = std::move(*t);
-  h.pool = std::make_unique<KvPool>(h.backend.get(), config, int64_t{1} << 28);
+  h.pool = std::make_unique<KvPool>(h.backend.get(), config.kv_layout(), int64_t{1} << 28);
   return h;
 }
 
