@@ -9,7 +9,14 @@
 // + 4 x kv_positions x heads x head_dim (scores and weighted values); plus 2 x hidden x vocab
 // per predicted row for the LM head. Norms, RoPE and softmax are not counted.
 //
+// The engine's own GEMM (cpu_gemm.h) is measured next to OpenBLAS's sgemm on the same shapes:
+// OpenBLAS is only the comparison here (the engine links no BLAS). The line "openblas core"
+// names the kernels OpenBLAS chose for this CPU: Debian's 0.3.21 falls back to its SSE3
+// "Prescott" kernels on CPUs it does not know; OPENBLAS_CORETYPE=SkylakeX (AVX-512) or
+// Haswell (AVX2) forces the right ones for a fair comparison.
+//
 // Usage: dllm-forward-bench [--threads N] [--quick] [--model tiny|mid] [--length N]
+//                           [--partial-rows N] [--f32]
 #include <cblas.h>
 #include <time.h>
 
@@ -20,9 +27,12 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/cpu_gemm.h"
+#include "engine/backend/cpu/thread_pool.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_random_model.h"
 #include "engine/model/transformer.h"
@@ -82,6 +92,20 @@ Rate SgemmRate(int m, int n, int k) {
   return {gflop / t.wall_s, gflop / t.cpu_s};
 }
 
+// The same product through the engine's own GEMM, with fp32 or bf16 weights.
+Rate OwnGemmRate(int m, int n, int k, GemmWeightType type, ThreadPool* pool) {
+  std::vector<float> x(static_cast<size_t>(m) * k, 0.01f), w(static_cast<size_t>(n) * k, 0.02f),
+      y(static_cast<size_t>(m) * n);
+  std::vector<uint16_t> w16(static_cast<size_t>(n) * k, 0x3ca4);  // bf16 0.02
+  const GemmWeight gw{type == GemmWeightType::kBF16 ? static_cast<const void*>(w16.data())
+                                                    : static_cast<const void*>(w.data()),
+                      type, n, k};
+  const Timing t =
+      TimeIt([&] { CpuGemm(x.data(), m, gw, nullptr, false, y.data(), pool); }, 3, 0.3);
+  const double gflop = 2.0 * m * n * k / 1e9;
+  return {gflop / t.wall_s, gflop / t.cpu_s};
+}
+
 struct NamedConfig {
   const char* name;
   ModelConfig config;
@@ -96,7 +120,8 @@ double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted
   return per_row_layer * rows * c.num_layers + 2.0 * h * c.vocab_size * predicted;
 }
 
-int Run(int threads, bool quick, const std::string& only_model, int only_length) {
+int Run(int threads, bool quick, const std::string& only_model, int only_length, int partial_rows,
+        DType weight_dtype) {
   auto backend_or = CreateBackend("cpu", threads);
   if (!backend_or.ok()) {
     std::fprintf(stderr, "%s\n", backend_or.status().ToString().c_str());
@@ -112,19 +137,39 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length)
   };
   std::vector<int> lengths = quick ? std::vector<int>{128, 256} : std::vector<int>{128, 512, 1024};
   if (only_length > 0) lengths = {only_length};
-  const int partial_rows = 64;     // e.g. a 32-token window plus 32 recent tokens
-  const int partial_predict = 32;  // the window's masks
+  // A partial step: the window's masks plus the k most recent tokens; predicts the masks.
+  const int partial_predict = std::max(1, partial_rows * 2 / 3);
 
-  std::printf("dllm-forward-bench: cpu backend, %s threads\n",
-              threads > 0 ? std::to_string(threads).c_str() : "default");
-  const Rate sgemm_h = SgemmRate(512, 1024, 1024);
-  const Rate sgemm_f = SgemmRate(512, 2816, 1024);
-  const Rate sgemm{std::max(sgemm_h.wall_gflops, sgemm_f.wall_gflops),
-                   std::max(sgemm_h.cpu_gflops, sgemm_f.cpu_gflops)};
-  std::printf(
-      "sgemm reference (M=512, K=1024; N=1024 / N=2816): %.1f / %.1f GFLOP/s wall, "
-      "%.1f / %.1f GFLOP per CPU-second\n",
-      sgemm_h.wall_gflops, sgemm_f.wall_gflops, sgemm_h.cpu_gflops, sgemm_f.cpu_gflops);
+  const int pool_threads =
+      threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  openblas_set_num_threads(pool_threads);
+  ThreadPool gemm_pool(pool_threads);
+  std::printf("dllm-forward-bench: cpu backend, %d threads, %s weights\n", pool_threads,
+              weight_dtype == DType::kBF16 ? "bf16" : "fp32");
+  std::printf("engine gemm target: %s; openblas core: %s (comparison only)\n",
+              CpuGemmTargetName().c_str(), openblas_get_corename());
+  struct Shape {
+    int m, n, k;
+  };
+  const Shape shapes[] = {{512, 1024, 1024}, {512, 2816, 1024}, {24, 2816, 1024}};
+  Rate sgemm{0, 0};
+  std::printf("%-26s %14s %14s %14s   (GFLOP/s wall)\n", "gemm M x N x K", "openblas", "own fp32",
+              "own bf16");
+  for (const Shape& sh : shapes) {
+    const Rate blas = SgemmRate(sh.m, sh.n, sh.k);
+    const Rate own32 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kF32, &gemm_pool);
+    const Rate own16 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kBF16, &gemm_pool);
+    std::printf("%5d x %5d x %5d        %14.1f %14.1f %14.1f\n", sh.m, sh.n, sh.k, blas.wall_gflops,
+                own32.wall_gflops, own16.wall_gflops);
+    if (sh.m >= 512) {  // the reference rate: the best large-M GEMM of either library
+      for (const Rate& r : {blas, own32, own16}) {
+        sgemm.wall_gflops = std::max(sgemm.wall_gflops, r.wall_gflops);
+        sgemm.cpu_gflops = std::max(sgemm.cpu_gflops, r.cpu_gflops);
+      }
+    }
+  }
+  std::printf("%%sgemm columns below: share of the best M=512 rate above (%.1f GFLOP/s)\n",
+              sgemm.wall_gflops);
   std::printf(
       "wall: elapsed time; cpu: CPU time of all threads (on a shared machine wall >> cpu/threads "
       "means contention)\n\n");
@@ -132,7 +177,7 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length)
               "pred", "wall_ms", "cpu_ms", "GFLOP", "GFLOP/s", "%sgemm", "GF/cpu-s", "%sgemm");
   for (const NamedConfig& m : models) {
     if (!only_model.empty() && std::string(m.name).rfind(only_model, 0) != 0) continue;
-    auto model = MakeRandomModel(m.config, 1);
+    auto model = MakeRandomModel(m.config, 1, weight_dtype);
     auto transformer_or = Transformer::Create(m.config, model->weights, backend.get());
     if (!transformer_or.ok()) {
       std::fprintf(stderr, "%s\n", transformer_or.status().ToString().c_str());
@@ -140,7 +185,7 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length)
     }
     std::unique_ptr<Transformer> transformer = std::move(*transformer_or);
     model.reset();  // weights now live on the backend
-    KvPool pool(backend.get(), m.config, int64_t{4} << 30);
+    KvPool pool(backend.get(), m.config.kv_layout(), int64_t{4} << 30);
     for (int n : lengths) {
       auto slab = pool.Allocate(n);
       if (!slab.ok()) {
@@ -202,6 +247,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string model;
   int length = 0;
+  int partial_rows = 24;
+  dllm::DType dtype = dllm::DType::kBF16;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
@@ -209,13 +256,19 @@ int main(int argc, char** argv) {
       model = argv[++i];
     } else if (std::strcmp(argv[i], "--length") == 0 && i + 1 < argc) {
       length = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--partial-rows") == 0 && i + 1 < argc) {
+      partial_rows = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--f32") == 0) {
+      dtype = dllm::DType::kF32;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N] "
+                   "[--partial-rows N] [--f32]\n",
                    argv[0]);
       return 2;
     }
   }
-  return dllm::Run(threads, quick, model, length);
+  return dllm::Run(threads, quick, model, length, partial_rows, dtype);
 }

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/engine_request_link.h"
 #include "server/request_decoding.h"
 #include "server/response_mapping.h"

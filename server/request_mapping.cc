@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {

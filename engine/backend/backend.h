@@ -6,7 +6,8 @@
 // RowStats of the wanted rows (LogitsStats). DownloadFloats exists for tests and debugging.
 //
 // Element formats. Weights are uploaded once (UploadWeights) and stored in the backend's
-// weight format (CPU: fp32, converted at load; CUDA: its choice, e.g. bf16). Activation
+// weight format (CPU: bf16 and fp32 as stored, f16 widened to fp32; CUDA: its choice, e.g.
+// bf16). Activation
 // buffers hold `activation_bytes_per_element()`-byte floats (CPU: fp32). KV slabs hold
 // `kv_bytes_per_element()`-byte floats laid out as
 //   [layers][2 (K, V)][capacity_positions][num_kv_heads * head_dim]
@@ -37,8 +38,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/model/checkpoint.h"
-#include "engine/model/step_batch.h"
+#include "engine/core/dtype.h"
+#include "engine/core/row_stats.h"
 
 namespace dllm {
 
@@ -112,8 +113,8 @@ class Backend {
   virtual absl::Status UploadInt32(std::span<const int32_t> host, DeviceBuffer* dst,
                                    int64_t dst_offset = 0) = 0;
 
-  // Test/debug only: copies activation elements [offset, offset + host.size()) of `src`
-  // to the host as fp32.
+  // Test/debug only: copies elements [offset, offset + host.size()) of `src` (activations,
+  // or weights in any stored format) to the host as fp32.
   virtual absl::Status DownloadFloats(const DeviceBuffer& src, int64_t offset,
                                       std::span<float> host) = 0;
 

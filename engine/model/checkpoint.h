@@ -19,12 +19,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/core/dtype.h"
 
 namespace dllm {
-
-enum class DType { kF32, kF16, kBF16 };
-std::string_view DTypeName(DType dtype);
-int DTypeSize(DType dtype);
 
 struct TensorView {
   std::string name;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "engine/model/float16.h"
+
 namespace dllm {
 namespace {
 
@@ -25,7 +27,8 @@ class SplitMix {
 
 }  // namespace
 
-std::unique_ptr<RandomModel> MakeRandomModel(const ModelConfig& config, uint64_t seed) {
+std::unique_ptr<RandomModel> MakeRandomModel(const ModelConfig& config, uint64_t seed,
+                                             DType dtype) {
   auto model = std::make_unique<RandomModel>();
   model->config = config;
   SplitMix rng(seed);
@@ -34,12 +37,20 @@ std::unique_ptr<RandomModel> MakeRandomModel(const ModelConfig& config, uint64_t
                     float mean) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    std::vector<float>& data = model->storage.emplace_back(static_cast<size_t>(n));
-    for (float& v : data) v = mean + std_dev * kSqrt3 * rng.Symmetric();
     TensorView view;
     view.name = name;
-    view.dtype = DType::kF32;
     view.shape = std::move(shape);
+    if (dtype == DType::kBF16) {
+      std::vector<uint16_t>& data = model->storage16.emplace_back(static_cast<size_t>(n));
+      for (uint16_t& v : data) v = FloatToBf16(mean + std_dev * kSqrt3 * rng.Symmetric());
+      view.dtype = DType::kBF16;
+      view.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()),
+                                            data.size() * sizeof(uint16_t));
+      return view;
+    }
+    std::vector<float>& data = model->storage.emplace_back(static_cast<size_t>(n));
+    for (float& v : data) v = mean + std_dev * kSqrt3 * rng.Symmetric();
+    view.dtype = DType::kF32;
     view.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()),
                                           data.size() * sizeof(float));
     return view;

@@ -19,12 +19,15 @@ namespace dllm {
 
 struct RandomModel {
   ModelConfig config;
-  std::deque<std::vector<float>> storage;  // owns the fp32 data the views point into
+  std::deque<std::vector<float>> storage;       // owns fp32 data the views point into
+  std::deque<std::vector<uint16_t>> storage16;  // owns bf16 data the views point into
   ModelWeights weights;
 };
 
-// `config` must have positive sizes; qkv_bias decides whether biases are made.
-std::unique_ptr<RandomModel> MakeRandomModel(const ModelConfig& config, uint64_t seed);
+// `config` must have positive sizes; qkv_bias decides whether biases are made. `dtype` is
+// kF32 or kBF16 (values rounded to nearest even, as a bf16 checkpoint stores them).
+std::unique_ptr<RandomModel> MakeRandomModel(const ModelConfig& config, uint64_t seed,
+                                             DType dtype = DType::kF32);
 
 // A complete ModelConfig for the given shape (family-specific flags and ids filled in the
 // way the released checkpoints set them: Dream has qkv bias and the logit shift).

@@ -83,8 +83,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (!transformer.ok()) return Annotate(transformer.status(), where);
   model->transformer = std::move(*transformer);
 
-  model->kv_pool =
-      std::make_unique<KvPool>(model->backend.get(), model->config, options.kv_budget_bytes);
+  model->kv_pool = std::make_unique<KvPool>(model->backend.get(), model->config.kv_layout(),
+                                            options.kv_budget_bytes);
 #ifdef DLLM_HAVE_CUDA
   // The CUDA backend carves KV slabs out of a device arena: reserving the whole KV budget now
   // means admitting a sequence never calls cudaMalloc (engine/backend/cuda/cuda_backend.h).

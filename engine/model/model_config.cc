@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm {
@@ -260,16 +260,6 @@ absl::Status Validate(const ModelConfig& c, std::string_view source_std) {
 }
 
 }  // namespace
-
-std::string_view ModelFamilyName(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kLlada:
-      return "LLaDA";
-    case ModelFamily::kDream:
-      return "Dream";
-  }
-  return "?";
-}
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
                                              std::string_view source_std) {

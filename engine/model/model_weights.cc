@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {

@@ -9,12 +9,7 @@
 #include <string>
 #include <string_view>
 
-// The tokenizer is moving from engine/model/ to engine/tokenizer/; accept either.
-#if __has_include("engine/tokenizer/tokenizer.h")
 #include "engine/tokenizer/tokenizer.h"
-#else
-#include "engine/model/tokenizer.h"
-#endif
 
 namespace {
 void Require(bool condition) {

@@ -1,7 +1,5 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,7 +16,7 @@
 #include "engine/backend/cpu/cpu_row_stats.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/kernel_math.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -49,11 +47,18 @@ class CpuBuffer final : public DeviceBuffer {
   const float* f32() const { return reinterpret_cast<const float*>(data_); }
   const int32_t* i32() const { return reinterpret_cast<const int32_t*>(data_); }
   int32_t* i32() { return reinterpret_cast<int32_t*>(data_); }
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data_); }
+
+  // Element format of a weight buffer (activations and KV are always fp32).
+  GemmWeightType format() const { return format_; }
+  void set_format(GemmWeightType format) { format_ = format; }
+  int element_bytes() const { return format_ == GemmWeightType::kBF16 ? 2 : 4; }
 
  private:
   CpuBuffer(uint8_t* data, int64_t bytes) : data_(data), bytes_(bytes) {}
   uint8_t* data_;
   int64_t bytes_;
+  GemmWeightType format_ = GemmWeightType::kF32;
 };
 
 const CpuBuffer& Cpu(const DeviceBuffer& b) { return static_cast<const CpuBuffer&>(b); }
@@ -66,6 +71,31 @@ absl::Status CheckFits(const DeviceBuffer& buffer, int64_t elements, const char*
                                                    " elements, buffer holds ", buffer.bytes() / 4));
   }
   return absl::OkStatus();
+}
+
+// INVALID_ARGUMENT unless the weight buffer `weight` holds at least `elements` elements of
+// its own format.
+absl::Status CheckWeightFits(const DeviceBuffer& weight, int64_t elements, const char* what) {
+  const int bytes = static_cast<const CpuBuffer&>(weight).element_bytes();
+  if (elements < 0 || weight.bytes() < elements * bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu backend: ", what, " needs ", elements,
+                                                   " elements, buffer holds ",
+                                                   weight.bytes() / bytes));
+  }
+  return absl::OkStatus();
+}
+
+// Weight elements [offset, offset + count) as fp32: a pointer into the buffer when it is
+// fp32, else widened into `scratch`.
+const float* WeightAsF32(const CpuBuffer& weight, int64_t offset, int64_t count,
+                         std::vector<float>* scratch) {
+  if (weight.format() == GemmWeightType::kF32) return weight.f32() + offset;
+  scratch->resize(static_cast<size_t>(count));
+  const uint16_t* in = weight.bf16() + offset;
+  for (int64_t i = 0; i < count; ++i) {
+    (*scratch)[i] = kmath::BitsToFloat(static_cast<uint32_t>(in[i]) << 16);
+  }
+  return scratch->data();
 }
 
 float F16BitsToFloat(uint16_t h) {
@@ -109,27 +139,24 @@ class CpuBackend final : public Backend {
           "cpu backend: weight of ", elements, " ", std::string(DTypeName(dtype)),
           " elements needs ", elements * DTypeSize(dtype), " bytes, got ", bytes.size()));
     }
-    auto buffer = CpuBuffer::Create(elements * 4);
+    // bf16 stays bf16 (the GEMM widens it in registers); f16 is widened to fp32 once here.
+    const bool keep_bf16 = dtype == DType::kBF16;
+    auto buffer = CpuBuffer::Create(elements * (keep_bf16 ? 2 : 4));
     if (!buffer.ok()) return buffer.status();
-    float* out = (*buffer)->f32();
     const uint8_t* in = bytes.data();
-    switch (dtype) {
-      case DType::kF32:
-        std::memcpy(out, in, static_cast<size_t>(elements) * 4);
-        break;
-      case DType::kBF16:
-        for (int64_t i = 0; i < elements; ++i) {
-          const uint32_t h =
-              static_cast<uint32_t>(in[2 * i]) | (static_cast<uint32_t>(in[2 * i + 1]) << 8);
-          out[i] = kmath::BitsToFloat(h << 16);
-        }
-        break;
-      case DType::kF16:
-        for (int64_t i = 0; i < elements; ++i) {
-          const uint16_t h = static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8));
-          out[i] = F16BitsToFloat(h);
-        }
-        break;
+    if (keep_bf16) {
+      (*buffer)->set_format(GemmWeightType::kBF16);
+      std::memcpy((*buffer)->data(), in, static_cast<size_t>(elements) * 2);
+      return std::unique_ptr<DeviceBuffer>(std::move(*buffer));
+    }
+    float* out = (*buffer)->f32();
+    if (dtype == DType::kF32) {
+      std::memcpy(out, in, static_cast<size_t>(elements) * 4);
+    } else {
+      for (int64_t i = 0; i < elements; ++i) {
+        const uint16_t h = static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8));
+        out[i] = F16BitsToFloat(h);
+      }
     }
     return std::unique_ptr<DeviceBuffer>(std::move(*buffer));
   }
@@ -146,10 +173,14 @@ class CpuBackend final : public Backend {
 
   absl::Status DownloadFloats(const DeviceBuffer& src, int64_t offset,
                               std::span<float> host) override {
-    DLLM_RETURN_IF_ERROR(
-        CheckFits(src, offset + static_cast<int64_t>(host.size()), "DownloadFloats"));
+    if (offset < 0) return absl::InvalidArgumentError("DownloadFloats: negative offset");
+    // Weight buffers download in fp32 too (bf16 widened), so tests can read any buffer.
+    const int64_t count = static_cast<int64_t>(host.size());
+    DLLM_RETURN_IF_ERROR(CheckWeightFits(src, offset + count, "DownloadFloats"));
     if (!host.empty()) {
-      std::memcpy(host.data(), Cpu(src).f32() + offset, host.size() * sizeof(float));
+      std::vector<float> widened;
+      const float* from = WeightAsF32(Cpu(src), offset, count, &widened);
+      std::memcpy(host.data(), from, host.size() * sizeof(float));
     }
     return absl::OkStatus();
   }
@@ -157,7 +188,7 @@ class CpuBackend final : public Backend {
   absl::Status EmbeddingGather(const DeviceBuffer& table, int vocab, int hidden,
                                const DeviceBuffer& token_ids, int rows,
                                DeviceBuffer* out) override {
-    DLLM_RETURN_IF_ERROR(CheckFits(table, int64_t{vocab} * hidden, "EmbeddingGather table"));
+    DLLM_RETURN_IF_ERROR(CheckWeightFits(table, int64_t{vocab} * hidden, "EmbeddingGather table"));
     DLLM_RETURN_IF_ERROR(CheckFits(token_ids, rows, "EmbeddingGather ids"));
     DLLM_RETURN_IF_ERROR(CheckFits(*out, int64_t{rows} * hidden, "EmbeddingGather out"));
     const int32_t* ids = Cpu(token_ids).i32();
@@ -166,8 +197,9 @@ class CpuBackend final : public Backend {
         return absl::InvalidArgumentError(
             absl::StrCat("EmbeddingGather: token id ", ids[r], " outside [0, ", vocab, ")"));
       }
-      std::memcpy(Cpu(*out).f32() + int64_t{r} * hidden,
-                  Cpu(table).f32() + int64_t{ids[r]} * hidden, sizeof(float) * hidden);
+      float* dst = Cpu(*out).f32() + int64_t{r} * hidden;
+      const float* row = WeightAsF32(Cpu(table), int64_t{ids[r]} * hidden, hidden, &row_scratch_);
+      if (row != dst) std::memcpy(dst, row, sizeof(float) * hidden);
     }
     return absl::OkStatus();
   }
@@ -176,30 +208,26 @@ class CpuBackend final : public Backend {
                     int out_features, const DeviceBuffer* bias, bool accumulate,
                     DeviceBuffer* y) override {
     DLLM_RETURN_IF_ERROR(CheckFits(x, int64_t{rows} * in_features, "Gemm x"));
-    DLLM_RETURN_IF_ERROR(CheckFits(weight, int64_t{out_features} * in_features, "Gemm weight"));
+    DLLM_RETURN_IF_ERROR(
+        CheckWeightFits(weight, int64_t{out_features} * in_features, "Gemm weight"));
     DLLM_RETURN_IF_ERROR(CheckFits(*y, int64_t{rows} * out_features, "Gemm y"));
-    if (bias != nullptr) DLLM_RETURN_IF_ERROR(CheckFits(*bias, out_features, "Gemm bias"));
+    if (bias != nullptr) DLLM_RETURN_IF_ERROR(CheckWeightFits(*bias, out_features, "Gemm bias"));
     if (&x == y) return absl::InvalidArgumentError("Gemm: y must not alias x");
-    float* yp = Cpu(*y).f32();
-    CpuGemm(Cpu(x).f32(), rows, in_features, Cpu(weight).f32(), out_features, accumulate, yp,
-            &gemm_scratch_);
-    if (bias != nullptr) {
-      const float* b = Cpu(*bias).f32();
-      for (int r = 0; r < rows; ++r) {
-        float* yr = yp + int64_t{r} * out_features;
-        for (int o = 0; o < out_features; ++o) yr[o] += b[o];
-      }
-    }
+    const float* b = nullptr;
+    if (bias != nullptr) b = WeightAsF32(Cpu(*bias), 0, out_features, &bias_scratch_);
+    const CpuBuffer& w = Cpu(weight);
+    const GemmWeight gw{w.data(), w.format(), out_features, in_features};
+    CpuGemm(Cpu(x).f32(), rows, gw, b, accumulate, Cpu(*y).f32(), &pool_);
     return absl::OkStatus();
   }
 
   absl::Status RmsNorm(const DeviceBuffer& x, int rows, int cols, const DeviceBuffer& weight,
                        float eps, DeviceBuffer* out) override {
     DLLM_RETURN_IF_ERROR(CheckFits(x, int64_t{rows} * cols, "RmsNorm x"));
-    DLLM_RETURN_IF_ERROR(CheckFits(weight, cols, "RmsNorm weight"));
+    DLLM_RETURN_IF_ERROR(CheckWeightFits(weight, cols, "RmsNorm weight"));
     DLLM_RETURN_IF_ERROR(CheckFits(*out, int64_t{rows} * cols, "RmsNorm out"));
     const float* xp = Cpu(x).f32();
-    const float* w = Cpu(weight).f32();
+    const float* w = WeightAsF32(Cpu(weight), 0, cols, &norm_scratch_);
     float* op = Cpu(*out).f32();
     ForRows(rows, cols,
             [&](int64_t r) { kmath::RmsNormRow(xp + r * cols, w, cols, eps, op + r * cols); });
@@ -409,7 +437,9 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
-  std::vector<float> gemm_scratch_;
+  std::vector<float> row_scratch_;   // EmbeddingGather: one bf16 row widened
+  std::vector<float> bias_scratch_;  // Gemm: a bf16 bias widened
+  std::vector<float> norm_scratch_;  // RmsNorm: a bf16 weight widened
   std::vector<float> inv_freq_;
   float inv_freq_theta_ = 0;
   std::vector<AttentionTask> tasks_;
@@ -421,13 +451,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(int threads) {
   if (threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("cpu threads must be >= 0, got ", threads));
   }
-  int pool_threads = threads;
-  if (threads > 0) {
-    // OpenBLAS keeps one process-wide thread count; set it only when asked to.
-    openblas_set_num_threads(threads);
-  } else {
-    pool_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  const int pool_threads =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::unique_ptr<Backend>(new CpuBackend(pool_threads));
 }
 

@@ -1,70 +1,360 @@
-#include "engine/backend/cpu/cpu_gemm.h"
+// CpuGemm kernels, compiled once per SIMD target by Highway and dispatched at run time.
+// The summation order is the one cpu_gemm.h pins; only the register tiling differs by target.
 
-#include <cblas.h>
+// SSSE3/SSE4 have no FMA: the portable std::fma path (baseline target) covers those CPUs, so
+// no kernel is compiled for them.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "engine/backend/cpu/cpu_gemm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_SHARED_
+#define DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_SHARED_
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
-namespace dllm {
-namespace {
+#include "engine/backend/cpu/cpu_gemm.h"
 
-// Dot product with eight interleaved partial sums combined in a fixed order: the same
-// arithmetic for a given (x row, w row) whatever else is being computed.
-float FixedOrderDot(const float* a, const float* b, int64_t k) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+namespace dllm::gemm_detail {
+
+// Lane accumulators per dot product; pinned by the numerics contract, not by the target.
+inline constexpr int kLanes = 16;
+
+inline float Bf16ToFloat(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+template <typename WT>
+inline float WeightToFloat(WT w) {
+  if constexpr (std::is_same_v<WT, uint16_t>) {
+    return Bf16ToFloat(w);
+  } else {
+    return w;
   }
-  for (; i < k; ++i) acc[i & 7] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-}  // namespace
-
-int64_t CpuGemmMinRows(int64_t n, int64_t k) {
-  const int64_t elements = n * k;
-  if (elements <= kSmallWeightElements) return 1;
-  return std::max<int64_t>(1, (kMinGemmMacs + elements - 1) / elements);
+// Folds 16 lane sums in halves (the contract's fixed tree).
+inline float FoldLanes(float* lanes) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
 }
 
-void CpuGemm(const float* x, int64_t rows, int64_t k, const float* w, int64_t n, bool accumulate,
-             float* y, std::vector<float>* scratch) {
-  if (rows <= 0) return;
-  if (n * k <= kSmallWeightElements) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * k;
-      float* yr = y + r * n;
-      for (int64_t o = 0; o < n; ++o) {
-        const float dot = FixedOrderDot(xr, w + o * k, k);
-        yr[o] = accumulate ? yr[o] + dot : dot;
+// Applies the epilogue to one finished dot product.
+inline void StoreOutput(float dot, const float* bias, bool accumulate, int64_t o, float* y) {
+  float v = dot;
+  if (bias != nullptr) v = v + bias[o];
+  if (accumulate) v = *y + v;
+  *y = v;
+}
+
+// Columns per thread task: about kChunkWeightBytes of weights, so that a chunk stays in L2
+// while every row tile sweeps it. Only speed depends on this, never the results.
+inline constexpr int64_t kChunkWeightBytes = int64_t{256} << 10;
+
+inline int64_t ChunkColumns(int64_t k, int weight_bytes) {
+  const int64_t cols = kChunkWeightBytes / std::max<int64_t>(1, k * weight_bytes);
+  return std::max<int64_t>(8, cols / 8 * 8);
+}
+
+}  // namespace dllm::gemm_detail
+
+#endif  // DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_SHARED_
+
+HWY_BEFORE_NAMESPACE();
+namespace dllm {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using gemm_detail::kLanes;
+
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+// No FMA instruction: one std::fma per lane, the contract's order spelled out.
+template <typename WT>
+void GemmColumns(const float* x, int64_t rows, const WT* w, int64_t k, const float* bias,
+                 bool accumulate, float* y, int64_t n, int64_t col_begin, int64_t col_end) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * k;
+    for (int64_t o = col_begin; o < col_end; ++o) {
+      const WT* wo = w + o * k;
+      float lanes[kLanes] = {};
+      const int64_t k_padded = (k + kLanes - 1) / kLanes * kLanes;
+      for (int64_t i = 0; i < k_padded; ++i) {
+        const float xi = i < k ? xr[i] : 0.0f;
+        const float wi = i < k ? gemm_detail::WeightToFloat(wo[i]) : 0.0f;
+        lanes[i % kLanes] = std::fma(xi, wi, lanes[i % kLanes]);
+      }
+      gemm_detail::StoreOutput(gemm_detail::FoldLanes(lanes), bias, accumulate, o, y + r * n + o);
+    }
+  }
+}
+#else
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kVectorLanes = hn::MaxLanes(DF());
+static_assert(kLanes % kVectorLanes == 0, "16 lanes must be whole vectors");
+// Vectors per 16-lane accumulator: 1 on AVX-512, 2 on AVX2.
+constexpr int kVectors = kLanes / static_cast<int>(kVectorLanes);
+// Register tile: kTileRows x kTileCols dot products at once, kTileRows*kTileCols*kVectors
+// accumulators plus kTileRows x vectors and one weight vector in registers (32 on AVX-512,
+// 16 on AVX2).
+constexpr int kTileRows = kVectors == 1 ? 6 : 2;
+constexpr int kTileCols = kVectors == 1 ? 4 : 3;
+
+HWY_INLINE VF LoadWeight(DF df, const float* p) { return hn::LoadU(df, p); }
+
+HWY_INLINE VF LoadWeight(DF df, const uint16_t* p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du32;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
+}
+
+constexpr int HalfUp(int n) { return (n + 1) / 2; }
+
+// Folds kCount 16-lane accumulators into kCount sums with vector shuffles, in exactly the
+// contract's tree (lanes l and l + 8, then + 4, + 2, + 1), several accumulators per vector:
+//   A: 16 -> 8 lanes. AVX2: the two vectors add. AVX-512: two accumulators share a vector,
+//      [lower halves] + [upper halves].
+//   B: 8 -> 4. Each 8-lane group is two adjacent 128-bit blocks; even and odd blocks add.
+//   C: 4 -> 2 and D: 2 -> 1, inside 128-bit blocks.
+// Which lane ends up holding which sum is found by running the same shuffles on lane labels
+// (an "add" that keeps its first operand): no hand-derived permutation to get wrong.
+template <int kCount, bool kLabels = false>
+HWY_INLINE void Fold(VF (&acc)[kCount][kVectors], float* out) {
+  const DF df;
+  const hn::Repartition<double, DF> d64;
+  auto add = [](VF a, VF b) {
+    if constexpr (kLabels) {
+      return a;
+    } else {
+      return hn::Add(a, b);
+    }
+  };
+  constexpr int kA = kVectors == 2 ? kCount : HalfUp(kCount);
+  VF a[kA];
+  if constexpr (kVectors == 2) {
+    for (int i = 0; i < kCount; ++i) a[i] = add(acc[i][0], acc[i][1]);
+  } else {
+    for (int i = 0; i < kA; ++i) {
+      const VF lo = acc[2 * i][0];
+      const VF hi = 2 * i + 1 < kCount ? acc[2 * i + 1][0] : hn::Set(df, kLabels ? -1.0f : 0.0f);
+      a[i] = add(hn::ConcatLowerLower(df, hi, lo), hn::ConcatUpperUpper(df, hi, lo));
+    }
+  }
+  const VF pad = hn::Set(df, kLabels ? -1.0f : 0.0f);
+  constexpr int kB = HalfUp(kA);
+  VF b[kB];
+  for (int i = 0; i < kB; ++i) {
+    const VF p = a[2 * i];
+    const VF q = 2 * i + 1 < kA ? a[2 * i + 1] : pad;
+    b[i] = add(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(q), p),
+               hn::OddEvenBlocks(q, hn::SwapAdjacentBlocks(p)));
+  }
+  constexpr int kC = HalfUp(kB);
+  VF c[kC];
+  for (int i = 0; i < kC; ++i) {
+    const auto p = hn::BitCast(d64, b[2 * i]);
+    const auto q = hn::BitCast(d64, 2 * i + 1 < kB ? b[2 * i + 1] : pad);
+    c[i] = add(hn::BitCast(df, hn::InterleaveLower(d64, p, q)),
+               hn::BitCast(df, hn::InterleaveUpper(d64, p, q)));
+  }
+  constexpr int kD = HalfUp(kC);
+  for (int i = 0; i < kD; ++i) {
+    const VF r = c[2 * i];
+    const VF s = 2 * i + 1 < kC ? c[2 * i + 1] : pad;
+    const VF d = hn::OddEven(add(s, hn::Shuffle2301(s)), add(r, hn::Shuffle2301(r)));
+    hn::StoreU(d, df, out + i * static_cast<int64_t>(kVectorLanes));
+  }
+}
+
+// Output index held by each lane of Fold's result (-1: padding), per kCount.
+template <int kCount>
+struct FoldLabels {
+  static constexpr int kSlots = HalfUp(HalfUp(HalfUp(kVectors == 2 ? kCount : HalfUp(kCount)))) *
+                                static_cast<int>(kVectorLanes);
+  int label[kSlots];
+  FoldLabels() {
+    const DF df;
+    VF acc[kCount][kVectors];
+    for (int i = 0; i < kCount; ++i) {
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = hn::Set(df, static_cast<float>(i));
+    }
+    float out[kSlots];
+    Fold<kCount, true>(acc, out);
+    for (int j = 0; j < kSlots; ++j) label[j] = static_cast<int>(out[j]);
+  }
+};
+
+// Dot products of rows x[0..R) with weight rows w[0..C), written through StoreOutput.
+template <int R, int C, typename WT>
+HWY_INLINE void Tile(const float* x, int64_t k, const WT* w, const float* bias, bool accumulate,
+                     float* y, int64_t n, int64_t col) {
+  const DF df;
+  VF acc[R * C][kVectors];
+  for (int i = 0; i < R * C; ++i) {
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = hn::Zero(df);
+  }
+  auto step = [&](const float* const* xs, const WT* const* ws, int64_t at) {
+    for (int v = 0; v < kVectors; ++v) {
+      const int64_t off = at + v * static_cast<int64_t>(kVectorLanes);
+      VF xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, xs[r] + off);
+      for (int c = 0; c < C; ++c) {
+        const VF wv = LoadWeight(df, ws[c] + off);
+        for (int r = 0; r < R; ++r) acc[r * C + c][v] = hn::MulAdd(xv[r], wv, acc[r * C + c][v]);
       }
     }
-    return;
+  };
+  const float* xs[R];
+  const WT* ws[C];
+  for (int r = 0; r < R; ++r) xs[r] = x + r * k;
+  for (int c = 0; c < C; ++c) ws[c] = w + c * k;
+  const int64_t k_main = k / kLanes * kLanes;
+  for (int64_t i = 0; i < k_main; i += kLanes) step(xs, ws, i);
+  if (k_main < k) {
+    // The contract zero-pads k to whole 16-lane steps: the tail runs as one more step.
+    HWY_ALIGN float x_tail[R][kLanes] = {};
+    HWY_ALIGN WT w_tail[C][kLanes] = {};
+    const float* xt[R];
+    const WT* wt[C];
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(x_tail[r], xs[r] + k_main, sizeof(float) * (k - k_main));
+      xt[r] = x_tail[r];
+    }
+    for (int c = 0; c < C; ++c) {
+      std::memcpy(w_tail[c], ws[c] + k_main, sizeof(WT) * (k - k_main));
+      wt[c] = w_tail[c];
+    }
+    step(xt, wt, 0);
   }
-  const int64_t min_rows = CpuGemmMinRows(n, k);
-  if (rows >= min_rows) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
-                static_cast<int>(k), accumulate ? 1.0f : 0.0f, y, static_cast<int>(n));
-    return;
+  static const FoldLabels<R * C> labels;
+  HWY_ALIGN float sums[FoldLabels<R * C>::kSlots];
+  Fold<R * C>(acc, sums);
+  for (int j = 0; j < FoldLabels<R * C>::kSlots; ++j) {
+    const int i = labels.label[j];
+    if (i < 0) continue;
+    const int r = i / C, c = i % C;
+    gemm_detail::StoreOutput(sums[j], bias, accumulate, col + c, y + r * n + col + c);
   }
-  // Pad: [min_rows, k] input (zeros past `rows`) and [min_rows, n] output in scratch.
-  const size_t in_elems = static_cast<size_t>(min_rows * k);
-  const size_t out_elems = static_cast<size_t>(min_rows * n);
-  if (scratch->size() < in_elems + out_elems) scratch->resize(in_elems + out_elems);
-  float* px = scratch->data();
-  float* py = px + in_elems;
-  std::memcpy(px, x, sizeof(float) * rows * k);
-  std::memset(px + rows * k, 0, sizeof(float) * (min_rows - rows) * k);
-  if (accumulate) {
-    std::memcpy(py, y, sizeof(float) * rows * n);
-    std::memset(py + rows * n, 0, sizeof(float) * (min_rows - rows) * n);
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(min_rows),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, px, static_cast<int>(k), w,
-              static_cast<int>(k), accumulate ? 1.0f : 0.0f, py, static_cast<int>(n));
-  std::memcpy(y, py, sizeof(float) * rows * n);
 }
 
+template <int R, typename WT>
+HWY_INLINE void RowTile(const float* x, int64_t k, const WT* w, const float* bias, bool accumulate,
+                        float* y, int64_t n, int64_t col_begin, int64_t col_end) {
+  int64_t col = col_begin;
+  for (; col + kTileCols <= col_end; col += kTileCols) {
+    Tile<R, kTileCols>(x, k, w + col * k, bias, accumulate, y, n, col);
+  }
+  // Column tail: one narrower tile (kTileCols <= 4).
+  switch (col_end - col) {
+    case 1:
+      Tile<R, 1>(x, k, w + col * k, bias, accumulate, y, n, col);
+      break;
+    case 2:
+      Tile<R, 2>(x, k, w + col * k, bias, accumulate, y, n, col);
+      break;
+    case 3:
+      if constexpr (kTileCols > 3) Tile<R, 3>(x, k, w + col * k, bias, accumulate, y, n, col);
+      break;
+    default:
+      break;
+  }
+}
+
+template <typename WT>
+void GemmColumns(const float* x, int64_t rows, const WT* w, int64_t k, const float* bias,
+                 bool accumulate, float* y, int64_t n, int64_t col_begin, int64_t col_end) {
+  int64_t r = 0;
+  for (; r + kTileRows <= rows; r += kTileRows) {
+    RowTile<kTileRows>(x + r * k, k, w, bias, accumulate, y + r * n, n, col_begin, col_end);
+  }
+  // Row tail: one shorter tile (kTileRows <= 6).
+  const float* xr = x + r * k;
+  float* yr = y + r * n;
+  switch (rows - r) {
+    case 1:
+      RowTile<1>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+      break;
+    case 2:
+      if constexpr (kTileRows > 2)
+        RowTile<2>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+      break;
+    case 3:
+      if constexpr (kTileRows > 3)
+        RowTile<3>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+      break;
+    case 4:
+      if constexpr (kTileRows > 4)
+        RowTile<4>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+      break;
+    case 5:
+      if constexpr (kTileRows > 5)
+        RowTile<5>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+      break;
+    default:
+      break;
+  }
+}
+#endif
+
+// Type-erased entry point for dynamic dispatch.
+void GemmColumnsAny(const float* x, int64_t rows, const void* w, bool bf16, int64_t k,
+                    const float* bias, bool accumulate, float* y, int64_t n, int64_t col_begin,
+                    int64_t col_end) {
+  if (bf16) {
+    GemmColumns(x, rows, static_cast<const uint16_t*>(w), k, bias, accumulate, y, n, col_begin,
+                col_end);
+  } else {
+    GemmColumns(x, rows, static_cast<const float*>(w), k, bias, accumulate, y, n, col_begin,
+                col_end);
+  }
+}
+
+int64_t CurrentTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
 }  // namespace dllm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dllm {
+
+HWY_EXPORT(GemmColumnsAny);
+HWY_EXPORT(CurrentTarget);
+
+void CpuGemm(const float* x, int64_t rows, const GemmWeight& w, const float* bias, bool accumulate,
+             float* y, ThreadPool* pool) {
+  if (rows <= 0 || w.n <= 0) return;
+  const bool bf16 = w.type == GemmWeightType::kBF16;
+  const int64_t chunk = gemm_detail::ChunkColumns(w.k, bf16 ? 2 : 4);
+  const int64_t chunks = (w.n + chunk - 1) / chunk;
+  auto run = [&](int64_t c) {
+    HWY_DYNAMIC_DISPATCH(GemmColumnsAny)
+    (x, rows, w.data, bf16, w.k, bias, accumulate, y, w.n, c * chunk,
+     std::min(w.n, (c + 1) * chunk));
+  };
+  if (pool == nullptr || chunks == 1) {
+    for (int64_t c = 0; c < chunks; ++c) run(c);
+    return;
+  }
+  pool->ParallelFor(chunks, run);
+}
+
+std::string CpuGemmTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
+
+std::vector<int64_t> CpuGemmSupportedTargets() { return hwy::SupportedAndGeneratedTargets(); }
+
+}  // namespace dllm
+#endif  // HWY_ONCE

@@ -1,37 +1,56 @@
-// Batch-invariant fp32 GEMM for the CPU backend: y[rows, n] = x[rows, k] · w[n, k]ᵀ.
+// CpuGemm: the CPU backend's own GEMM, y[rows, n] = x[rows, k] · w[n, k]ᵀ (+ bias) (+ y).
 //
-// OpenBLAS picks its algorithm from the problem size: below a size threshold it switches to
-// "small matrix" kernels whose per-element summation order differs from the blocked kernel
-// (measured on 0.3.21 SkylakeX: rows 1-2 of a 512x256 weight differ in the last bits from
-// the same rows computed in a larger call). Above it, a row's result does not depend on the
-// row count or on the row's place in the call (measured for every row count 1..300). So:
-//   - weights with n*k <= kSmallWeightElements never go to OpenBLAS; a plain loop with a
-//     fixed per-element order computes them (tiny models, where speed does not matter);
-//   - larger weights go to sgemm with the row count padded up to at least
-//     ceil(kMinGemmMacs / (n*k)) zero rows, which keeps every call above the small-matrix
-//     bound (OpenBLAS takes the small kernel when rows*n*k <= 100^3; 2^20 is the next power
-//     of two). Padding is a floor on a step's cost, paid most by partial steps: at 2^22 it
-//     cut the EntropyCache speedup on the 1M-parameter test models from 1.9x to 1.5x.
-// The choice depends only on the weight's shape, never on the row count. Batch invariance is
-// re-checked empirically by tests/engine/backend/cpu_gemm_test.cc.
+// Numerics contract (batch invariance by construction). Every output element is one dot
+// product computed in an order fixed by k alone:
+//   - k is zero-padded to a multiple of 16;
+//   - 16 lane accumulators start at +0; lane l sums x[i]·w[i] for i ≡ l (mod 16) in
+//     increasing i, each step one fused multiply-add (fp32, round to nearest even);
+//   - then the lanes fold in halves: a[l] = a[l] + a[l + 8] for l < 8, then + 4, + 2, + 1;
+//   - then v = dot (+ bias[o]) and, with accumulate, y = y_old + v (PyTorch's order for
+//     residual + linear(x)).
+// The row count, a row's place in the call, the thread count, the tiling and the SIMD target
+// (AVX-512: one 16-lane vector; AVX2: two 8-lane vectors; no FMA: std::fma per lane) never
+// change it, so every target gives bitwise-equal results, equal to a scalar std::fma
+// reference (tests/engine/backend/cpu_gemm_test.cc checks each target the CPU supports).
+// No third-party BLAS is involved: nothing depends on which kernels a library picks.
+//
+// Weights are used in their stored format (fp32 or bf16, [n, k] row-major, PyTorch
+// nn.Linear layout); bf16 is widened to fp32 exactly in registers, so bf16 weights take half
+// the memory and give the same bits as their fp32 widening.
+//
+// Threads split the output columns (fixed chunks of whole columns), never the reduction.
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_H_
 #define DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "engine/backend/cpu/thread_pool.h"
 
 namespace dllm {
 
-inline constexpr int64_t kSmallWeightElements = int64_t{1} << 14;
-inline constexpr int64_t kMinGemmMacs = int64_t{1} << 20;
+enum class GemmWeightType { kF32, kBF16 };
 
-// Rows the sgemm call is padded up to for a weight of n*k elements (1 when no padding).
-int64_t CpuGemmMinRows(int64_t n, int64_t k);
+// A weight matrix [n, k] in its stored format. Not owned.
+struct GemmWeight {
+  const void* data = nullptr;  // float* for kF32, uint16_t* (bf16 bits) for kBF16
+  GemmWeightType type = GemmWeightType::kF32;
+  int64_t n = 0;  // output features (rows of w)
+  int64_t k = 0;  // input features
+};
 
-// y = x · wᵀ, plus y's old contents when accumulate. `scratch` holds padding rows between
-// calls (grown on demand).
-void CpuGemm(const float* x, int64_t rows, int64_t k, const float* w, int64_t n, bool accumulate,
-             float* y, std::vector<float>* scratch);
+// y = x · wᵀ (+ bias when non-null) (+ y's old contents when accumulate), x [rows, w.k] and
+// y [rows, w.n] dense row-major; y must not alias x. `pool` may be null (calling thread only).
+void CpuGemm(const float* x, int64_t rows, const GemmWeight& w, const float* bias, bool accumulate,
+             float* y, ThreadPool* pool);
+
+// The Highway target CpuGemm dispatches to now, e.g. "AVX3", "AVX2", "EMU128" (for logs,
+// benchmarks and tests that force a target with hwy::SetSupportedTargetsForTest).
+std::string CpuGemmTargetName();
+
+// Highway target bits this build compiled a kernel for and this CPU can run, best first.
+std::vector<int64_t> CpuGemmSupportedTargets();
 
 }  // namespace dllm
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/model/step_batch.h"
+#include "engine/core/row_stats.h"
 
 namespace dllm {
 

@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/backend/backend_factory.h"
@@ -286,6 +288,31 @@ TEST_CASE("cpu_row_stats: top-k and top-p restrict the sampled set") {
   CHECK(p_small.count(1) == 1);
   CHECK(p_mid.size() == 2);
   CHECK(p_mid.count(3) == 1);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// The CPU backend's results must not depend on which kernels a third-party BLAS picks for the
+// CPU it finds (Debian's OpenBLAS 0.3.21 falls back to different kernels on CPUs it does not
+// know), so the engine links no BLAS at all: none may be mapped into this process.
+TEST_CASE("cpu_backend: the engine loads no BLAS library") {
+  std::ifstream maps("/proc/self/maps");
+  REQUIRE(maps.good());
+  std::string line;
+  int libraries = 0;
+  while (std::getline(maps, line)) {
+    if (line.find(".so") == std::string::npos) continue;
+    ++libraries;
+    INFO(line);
+    CHECK(line.find("blas") == std::string::npos);
+    CHECK(line.find("mkl") == std::string::npos);
+    CHECK(line.find("lapack") == std::string::npos);
+  }
+  CHECK(libraries > 0);  // the scan saw the shared libraries at all
 }
 
 }  // namespace
