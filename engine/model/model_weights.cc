@@ -118,10 +118,10 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
     }
   }
   if (!has_last) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json field \"", names.layers_field, "\" declares ", config.num_layers,
-        " layers but the checkpoint has no tensor of layer ", config.num_layers - 1, " ('",
-        last, "*')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
+                     " layers but the checkpoint has no tensor of layer ", config.num_layers - 1,
+                     " ('", last, "*')"));
   }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = absl::StrCat(ln.prefix, i);
