@@ -114,6 +114,8 @@ class ReliabilityTest(unittest.TestCase):
         log = second.log()
         self.assertIn("cannot listen on " + first.address, log)
         self.assertIn("Address already in use", log)
+        for line in log.splitlines():  # gRPC's own error lines go through the JSON logger
+            self.assertTrue(line.startswith("{"), line)
         # The first server still answers every call (no traffic split with a ghost).
         r = first.client("generate", "Hi")
         self.assertEqual(r.returncode, 0, r.stderr)
