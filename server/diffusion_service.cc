@@ -222,12 +222,16 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
           pending_.push_back(Pending{std::move(message), false});
         }
       }
+    }
+    // Recorded once the status is final (an oversized summary turns OK into
+    // RESOURCE_EXHAUSTED, which is what the client gets) and before the call can finish, so
+    // a client never sees a status the metrics do not have yet.
+    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
+    {
+      absl::MutexLock lock(&mu_);
       final_status_ = status;
       final_ready_ = true;
     }
-    // Recorded once the status is final (an oversized summary turns OK into
-    // RESOURCE_EXHAUSTED, which is what the client gets).
-    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
     Pump();  // Finish runs once every queued message is written
   }
 

@@ -128,6 +128,16 @@ def panels():
         (timeseries("Decision overhead fraction", [
             (f"sum(rate(dllm_decision_overhead_seconds_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "decision / step time"),
         ], "percentunit", "Share of step wall time spent in the cache policy and decoder decisions rather than the forward pass."), 12),
+        (row("Process"), 24),
+        (timeseries("Resident memory", [
+            (f"max by (pod) (process_resident_memory_bytes{{{SEL}}})", "{{pod}}"),
+        ], "bytes", "Resident set size per pod. Flat under steady load once warm; steady growth is a leak."), 8),
+        (timeseries("CPU", [
+            (f"sum by (pod) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "{{pod}}"),
+        ], "short", "CPU cores in use per pod (user + system)."), 8),
+        (timeseries("Versions", [
+            (f"count by (version, backend, model) (dllm_build_info{{{SEL}}})", "{{version}} {{backend}} {{model}}"),
+        ], "short", "Pods per server version, backend and model (dllm_build_info); a rollout shows as two lines."), 8),
     ]
 
 
