@@ -16,7 +16,9 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/synchronization/mutex.h"
 #include "dllm/v1/dllm.grpc.pb.h"
@@ -67,11 +69,26 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
   std::string LogId(const v1::GenerateRequest& request);
   absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
                                  const v1::GenerateRequest& request, const std::string& request_id);
+  // The transport-neutral form (used by the HTTP API): `authorization` is the value of the
+  // authorization header (nullopt when absent), `deadline` the request's deadline.
+  absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
+                                 const v1::GenerateRequest& request, const std::string& request_id);
   // Final gRPC status for an engine final event (see SetDraining).
   grpc::Status FinalStatus(const FinalEvent& event, bool client_cancelled) const;
+  absl::Status FinalAbslStatus(const FinalEvent& event, bool client_cancelled) const;
   // Counts and logs one finished generation call. `event` is null when it never ran.
+  // `protocol` is the metrics label: "grpc" or "http".
   void RecordCall(const char* method, const std::string& request_id, const grpc::Status& status,
-                  const FinalEvent* event, absl::Time start);
+                  const FinalEvent* event, absl::Time start, const char* protocol = "grpc");
+
+  // Authenticates and returns the engine; UNAUTHENTICATED, or UNAVAILABLE while the model
+  // loads or the server drains.
+  absl::Status CheckAvailable(std::optional<std::string_view> authorization, Engine** engine) const;
+  // True when generation calls are accepted (engine attached, not draining).
+  bool Serving() const;
+  // The effective request defaults (valid once AttachEngine succeeded).
+  RequestDefaults Defaults() const;
+  const ServerConfig& config() const { return config_; }
 
  private:
   absl::Status CheckAvailable(grpc::CallbackServerContext* context, Engine** engine) const;

@@ -29,6 +29,7 @@
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/http_server.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/tls_credentials.h"
@@ -162,6 +163,20 @@ int Run(int argc, char** argv) {
     return fail("listen",
                 absl::UnavailableError(absl::StrCat("cannot listen on ", config.server.address)));
   }
+  // The OpenAI-compatible HTTP API (off unless http.port is set): same service, same engine.
+  std::unique_ptr<HttpServer> http;
+  if (config.http.port != 0) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(config, &service, &logger);
+    if (!started.ok()) {
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail("http", started.status());
+    }
+    http = *std::move(started);
+    logger.Info("http_listening", {{"address", config.http.address},
+                                   {"port", int64_t{http->port()}},
+                                   {"tls", config.tls.enabled()}});
+  }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   // The default health service knows only "" until a service's status is set explicitly;
   // from then on SetServingStatus(bool) updates both.
@@ -221,6 +236,7 @@ int Run(int argc, char** argv) {
   // Every accepted request has its final event now; give the last writes a moment to leave.
   server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server->Wait();
+  if (http != nullptr) http->Stop();  // its handlers ended with their final events
   engine->reset();
   logger.Info("stopped");
   return 0;
