@@ -77,7 +77,7 @@ class HttpTest(unittest.TestCase):
             s.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def start(self, model=TINY_MODEL, overrides=None, auth=True, **kwargs):
+    def start(self, model=TINY_MODEL, overrides=None, auth=True, client_args=(), **kwargs):
         http_port = free_port()
         extra = {"http": {"address": "127.0.0.1", "port": http_port}}
         env = {}
@@ -89,7 +89,7 @@ class HttpTest(unittest.TestCase):
                             wait=False, **kwargs)
         self.servers.append(s)
         s.http_port = http_port
-        s.wait_serving(["--token", TOKEN] if auth else [])
+        s.wait_serving((["--token", TOKEN] if auth else []) + list(client_args))
         return s
 
     def node(self, server, scenario, model_id="llada-tiny"):
@@ -274,6 +274,32 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(status, 200, done)
         self.assertEqual(done["usage"]["completion_tokens"] >= 0, True)
         self.assertEqual(s.stop(), 0)
+
+    def test_tls(self):
+        """With tls: set, the HTTP listener speaks HTTPS with the same certificates (mTLS)."""
+        pki = e2e_test.E2ETest.make_pki(self)
+        p = lambda name: os.path.join(pki, name)
+        client = ["--ca", p("ca.pem"), "--cert", p("client.pem"), "--key", p("client.key")]
+        s = self.start(overrides={"tls": {"cert": p("server.pem"), "key": p("server.key"),
+                                          "client_ca": p("ca.pem")}}, client_args=client)
+        url = "https://localhost:%d/v1/completions" % s.http_port
+        body = json.dumps({"model": "llada-tiny", "prompt": "add 1 2", "max_tokens": 8})
+        curl = ["curl", "-sS", "--max-time", "20", "-H", "Authorization: Bearer " + TOKEN,
+                "-H", "Content-Type: application/json", "-d", body]
+        r = subprocess.run(curl + ["--cacert", p("ca.pem"), "--cert", p("client.pem"),
+                                   "--key", p("client.key"), url],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["object"], "text_completion")
+        # No client certificate, a certificate from another CA, or plaintext: refused.
+        for args in (["--cacert", p("ca.pem")],
+                     ["--cacert", p("ca.pem"), "--cert", p("rogue.pem"), "--key", p("rogue.key")]):
+            r = subprocess.run(curl + args + [url], capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertNotIn("text_completion", r.stdout)
+        r = subprocess.run(curl + [url.replace("https://", "http://")], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotIn("text_completion", r.stdout)
 
     # ------------------------------------------------------------ Python gRPC
 
