@@ -137,7 +137,6 @@ class HttpGeneration final : public EventSink {
       out.final = std::move(final_);
       out.status = final_status_;
       final_.reset();
-      final_taken_ = true;
     }
     return out;
   }
@@ -176,7 +175,6 @@ class HttpGeneration final : public EventSink {
   std::deque<std::string> deltas_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::GenerateResponse> final_ ABSL_GUARDED_BY(mu_);
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
-  bool final_taken_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // ------------------------------------------------------------ handlers
