@@ -420,7 +420,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
   const size_t threads = static_cast<size_t>(config.http.threads);
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_payload_max_length(static_cast<size_t>(config.server.max_receive_message_bytes));
-  server.set_keep_alive_timeout(2);  // bounds how long Stop waits for idle connections
+  // Idle keep-alive connections hold a thread and delay Stop by up to the timeout; a timeout
+  // shorter than a client's idle timeout makes it reuse sockets the server just closed
+  // (connection resets). cpp-httplib's default (5 s, advertised in Keep-Alive) is the
+  // compromise; allow many requests per connection.
+  server.set_keep_alive_timeout(5);
+  server.set_keep_alive_max_count(1000);
   server.set_tcp_nodelay(true);      // SSE events go out as they are written
   auto handlers = std::make_shared<Handlers>(config, service, logger);
   handlers->Install(&server);  // the routes capture `handlers`; out keeps them alive
