@@ -426,7 +426,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
   // compromise; allow many requests per connection.
   server.set_keep_alive_timeout(5);
   server.set_keep_alive_max_count(1000);
-  server.set_tcp_nodelay(true);      // SSE events go out as they are written
+  server.set_tcp_nodelay(true);  // SSE events go out as they are written
   auto handlers = std::make_shared<Handlers>(config, service, logger);
   handlers->Install(&server);  // the routes capture `handlers`; out keeps them alive
   out->handlers_ = handlers;
