@@ -222,9 +222,8 @@ class HttpTest(unittest.TestCase):
                 if stream:
                     resp = conn.getresponse()
                     self.assertEqual(resp.status, 200)
-                    resp.fp.readline()  # the first event has arrived: the request runs
-                else:
-                    time.sleep(0.3)
+                    resp.fp.readline()  # the first event has arrived: the request is queued
+                time.sleep(0.3)  # let it run a few steps
                 conn.sock.shutdown(socket.SHUT_RDWR)
                 conn.close()
                 method = "Completions"
@@ -233,6 +232,7 @@ class HttpTest(unittest.TestCase):
                                        r.get("method") == method and
                                        r.get("id") not in getattr(self, "_seen", set()))
                 self._seen = getattr(self, "_seen", set()) | {record["id"]}
+                self.assertGreater(record["steps"], 0, record)
                 self.assertLess(record["steps"], e2e_test.LONG_TOKENS, record)
 
     def test_drain(self):
