@@ -15,6 +15,9 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kMaxStops = 4;  // as OpenAI
+constexpr size_t kMaxStopBytes = 256;
+
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
@@ -342,12 +345,19 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
         }
       }
     } else if (key == "stop") {
-      const bool empty = v.is_null() || (v.is_string() && v.get<std::string>().empty()) ||
-                         (v.is_array() && v.empty());
-      if (!empty) {
-        return Invalid("stop",
-                       "stop sequences are not supported: a diffusion model commits tokens out "
-                       "of order; the answer ends at the model's end token or max_tokens");
+      if (v.is_null()) continue;
+      const json list = v.is_string() ? json::array({v}) : v;
+      if (!list.is_array() || list.size() > kMaxStops) {
+        return Invalid("stop", absl::StrCat("must be a string or an array of at most ", kMaxStops,
+                                            " strings"));
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
+        if (s_or->size() > kMaxStopBytes) {
+          return Invalid(absl::StrCat("stop[", i, "]"),
+                         absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
+        }
+        if (!s_or->empty()) out.stop.push_back(*s_or);
       }
     } else if (key == "user") {
       if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");

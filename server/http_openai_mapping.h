@@ -10,7 +10,7 @@
 //   temperature, top_p, top_k, seed -> decoding.*
 //   n                               1 only
 //   stream, stream_options.include_usage  SSE; usage is always sent in the last chunk
-//   stop                            null or empty only (diffusion commits out of order)
+//   stop                            a string or up to 4 strings (see http_stop_sequences.h)
 //   user                            ignored
 //   logprobs, presence_penalty, frequency_penalty, logit_bias  accepted only when off
 //   decoding, cache                 objects mirroring the proto's DecodingOptions/CacheOptions;
@@ -42,6 +42,7 @@ struct OpenAiRequest {
   v1::GenerateRequest request;  // what the gRPC API would have received
   std::string model;
   bool stream = false;
+  std::vector<std::string> stop;  // non-empty stop strings
   // Proto field path -> the JSON name the client used, for error messages
   // ("max_new_tokens" -> "max_tokens"; see RenameFieldInError).
   std::vector<std::pair<std::string, std::string>> field_names;

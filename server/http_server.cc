@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
@@ -24,6 +25,7 @@
 #include "server/engine_request_link.h"
 #include "server/http_openai_mapping.h"
 #include "server/http_status_mapping.h"
+#include "server/http_stop_sequences.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
 
@@ -108,7 +110,11 @@ class HttpGeneration final : public EventSink {
   }
 
   void OnFinal(const FinalEvent& event) override {
-    const absl::Status status = service_->FinalAbslStatus(event, link_.cancelled());
+    // A request cancelled because its answer reached a stop string succeeded.
+    const absl::Status status =
+        stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
+            ? absl::OkStatus()
+            : service_->FinalAbslStatus(event, link_.cancelled());
     service_->RecordCall(method_.c_str(), request_id_, ToGrpcStatus(status), &event, start_,
                          "http");
     v1::GenerateResponse response;
@@ -122,6 +128,12 @@ class HttpGeneration final : public EventSink {
   }
 
   EngineRequestLink& link() { return link_; }
+
+  // The answer reached a stop string: the rest is not needed, end the request now.
+  void StopBySequence() {
+    if (stopped_by_sequence_.exchange(true)) return;
+    link_.Cancel();
+  }
 
   struct Taken {
     std::deque<std::string> deltas;
@@ -170,6 +182,7 @@ class HttpGeneration final : public EventSink {
   const absl::Time start_;
   const int wake_fd_;
   EngineRequestLink link_;
+  std::atomic<bool> stopped_by_sequence_{false};
 
   absl::Mutex mu_;
   std::deque<std::string> deltas_ ABSL_GUARDED_BY(mu_);
@@ -320,10 +333,30 @@ class Handlers {
     }
   }
 
+  // Passes committed deltas through the request's stop strings; ends the engine request as
+  // soon as one is found. Returns the text to emit.
+  static std::string ApplyStops(HttpGeneration& call, StopSequences& stops,
+                                const std::string& delta) {
+    if (stops.empty()) return delta;
+    std::string out = stops.Append(delta);
+    if (stops.stopped()) call.StopBySequence();
+    return out;
+  }
+
+  // With stop strings the answer is what passed them; finish_reason "stop" when one matched.
+  static void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
+                                v1::GenerateResponse* final) {
+    if (stops.empty()) return;
+    final->set_text(emitted + stops.Finish());
+    if (stops.stopped()) final->set_finish_reason(v1::FINISH_REASON_EOS);
+  }
+
   // Waits for the final event, cancelling the engine request if the client goes away.
   static void Unary(HttpGeneration& call, const OpenAiRequest& request,
                     const std::string& response_id, int64_t created, int fd,
                     httplib::Response& res) {
+    StopSequences stops(request.stop);
+    std::string text;
     bool cancelled = false;
     for (;;) {
       const bool alive = call.WaitForEvents(cancelled ? -1 : fd);
@@ -332,8 +365,10 @@ class Handlers {
         cancelled = true;
       }
       HttpGeneration::Taken taken = call.Take();
+      for (const std::string& delta : taken.deltas) text += ApplyStops(call, stops, delta);
       if (!taken.final) continue;
       if (!taken.status.ok()) return SendError(res, taken.status);
+      ApplyStopsToFinal(stops, text, &*taken.final);
       res.set_content(DumpJson(CompletionResponseJson(request, response_id, created, *taken.final)),
                       kJson);
       return;
@@ -344,7 +379,13 @@ class Handlers {
                      std::string response_id, int64_t created, int fd, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    auto state = std::make_shared<bool>(true);  // first chunk still to send (role)
+    struct State {
+      explicit State(std::vector<std::string> stop) : stops(std::move(stop)) {}
+      bool first = true;  // the role chunk is still to send
+      StopSequences stops;
+      std::string emitted;  // only kept when there are stop strings
+    };
+    auto state = std::make_shared<State>(request.stop);
     auto send = [](httplib::DataSink& sink, const std::string& payload) {
       const std::string event = absl::StrCat("data: ", payload, "\n\n");
       return sink.write(event.data(), event.size());
@@ -353,21 +394,32 @@ class Handlers {
         "text/event-stream",
         [call, request = std::move(request), response_id = std::move(response_id), created, fd,
          state, send](size_t, httplib::DataSink& sink) {
-          if (*state) {
-            *state = false;
+          auto send_delta = [&](const std::string& text) {
+            return send(sink, DumpJson(DeltaChunkJson(request, response_id, created, text,
+                                                      /*first=*/false)));
+          };
+          if (state->first) {
+            state->first = false;
             if (!send(sink, DumpJson(DeltaChunkJson(request, response_id, created, "", true)))) {
               return false;
             }
           }
           for (;;) {
             HttpGeneration::Taken taken = call->Take();
+            bool wrote = false;
             for (const std::string& delta : taken.deltas) {
-              if (!send(sink,
-                        DumpJson(DeltaChunkJson(request, response_id, created, delta, false)))) {
-                return false;  // the releaser cancels the engine request
-              }
+              const std::string text = ApplyStops(*call, state->stops, delta);
+              if (text.empty()) continue;
+              if (!state->stops.empty()) state->emitted += text;
+              if (!send_delta(text)) return false;  // the releaser cancels the engine request
+              wrote = true;
             }
             if (taken.final) {
+              if (taken.status.ok() && !state->stops.empty()) {
+                const std::string rest = state->stops.Finish();
+                if (!rest.empty() && !send_delta(rest)) return false;
+                ApplyStopsToFinal(state->stops, state->emitted + rest, &*taken.final);
+              }
               const std::string last =
                   taken.status.ok()
                       ? DumpJson(FinalChunkJson(request, response_id, created, *taken.final))
@@ -376,7 +428,7 @@ class Handlers {
               sink.done();
               return true;
             }
-            if (!taken.deltas.empty()) return true;      // let cpp-httplib flush and call again
+            if (wrote) return true;                      // let cpp-httplib flush and call again
             if (!call->WaitForEvents(fd)) return false;  // client gone
           }
         },

@@ -15,6 +15,9 @@
 // then `data: [DONE]`. An error after the stream started is sent as one
 // `data: {"error": ...}` event before [DONE].
 //
+// Stop strings (http_stop_sequences.h) cut the committed text before the first match and
+// cancel the engine request at once; such a request ends OK with finish_reason "stop".
+//
 // A client that disconnects cancels its engine request: the handler thread waits on both
 // the request's events and the connection's socket (POLLRDHUP), so the cancel reaches the
 // engine before its next step.

@@ -171,7 +171,7 @@ class HttpTest(unittest.TestCase):
             (dict(chat, decoding={"steps": 65}), 400, "decoding.steps"),
             (dict(chat, decoding={"schedule": "zigzag"}), 400, "decoding.schedule"),
             (dict(chat, cache={"policy": "sometimes"}), 400, "cache.policy"),
-            (dict(chat, stop=["\n"]), 400, "stop"),
+            (dict(chat, stop=["a", "b", "c", "d", "e"]), 400, "stop"),
             (dict(chat, messages=[{"role": "robot", "content": "x"}]), 400, "messages[0].role"),
             ({"messages": chat["messages"]}, 400, "model"),
             (dict(chat, model="gpt-4o"), 404, "model"),
@@ -201,6 +201,34 @@ class HttpTest(unittest.TestCase):
         status, models = get(s.http_port, "/v1/models")
         self.assertEqual((status, [m["id"] for m in models["data"]]), (200, ["llada-tiny"]))
         self.assertEqual(get(s.http_port, "/health", token=None), (200, {"status": "serving"}))
+
+    def test_stop(self):
+        """stop strings cut the answer before the first match and end the request early."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 256, "seed": 3,
+                "decoding": {"block_length": 16, "steps": 256}, "cache": {"policy": "none"}}
+        status, full = post(s.http_port, "/v1/completions", base, token=None)
+        self.assertEqual(status, 200, full)
+        text = full["choices"][0]["text"]
+        self.assertGreater(len(text), 40, text)
+        stop = text[20:23]
+        expected = text[:text.find(stop)]
+        status, cut = post(s.http_port, "/v1/completions", dict(base, stop=[stop, "\u0000"]),
+                           token=None)
+        self.assertEqual(status, 200, cut)
+        self.assertEqual(cut["choices"][0]["text"], expected)
+        self.assertEqual(cut["choices"][0]["finish_reason"], "stop")
+        # The engine request ended at the stop, long before the canvas was done.
+        self.assertLess(cut["cache_stats"]["steps"], full["cache_stats"]["steps"])
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-d", json.dumps(dict(base, stop=stop, stream=True)),
+             "http://127.0.0.1:%d/v1/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), expected)
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "stop")
+        self.assertIn('dllm_requests_total{protocol="http",status="OK"} 3', s.metrics_text())
 
     # ------------------------------------------------------------ disconnect and drain
 

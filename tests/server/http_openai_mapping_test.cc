@@ -114,8 +114,16 @@ TEST_CASE("http mapping: shape errors name the field") {
   b["seed"] = -1;
   CHECK(ErrorOf(b).rfind("seed:", 0) == 0);
   b = kChat;
-  b["stop"] = {"\n"};
+  b["stop"] = {"a", "b", "c", "d", "e"};
   CHECK(ErrorOf(b).rfind("stop:", 0) == 0);
+  b["stop"] = {"a", 3};
+  CHECK(ErrorOf(b).rfind("stop[1]: must be a string", 0) == 0);
+  b["stop"] = std::string(300, 'x');
+  CHECK(ErrorOf(b).rfind("stop[0]: longer than 256 bytes", 0) == 0);
+  b["stop"] = "\n";
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).stop == std::vector<std::string>{"\n"});
+  b["stop"] = {"x", "", "yz"};
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).stop == std::vector<std::string>{"x", "yz"});
   b = kChat;
   b["logprobs"] = true;
   CHECK(ErrorOf(b).rfind("logprobs:", 0) == 0);
