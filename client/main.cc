@@ -174,9 +174,18 @@ int Load(const ClientOptions& o, const Connection& c) {
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty() || args[0] == "help") {
     std::cout << ClientUsage();
     return args.empty() ? 2 : 0;
+  }
+  // `dllm-client load --help` asks for help too: usage on stdout, exit 0 (not a usage error).
+  // Only flags before a "--" separator count (a prompt may well contain "-h").
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--help" || a == "-h") {
+      std::cout << ClientUsage();
+      return 0;
+    }
   }
   absl::StatusOr<ClientOptions> options = ParseClientOptions(args);
   if (!options.ok()) {

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/model/chat_template.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
 
@@ -71,7 +71,7 @@ struct CacheParams {
 };
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
-// when several are set: callers set one. ChatMessage comes from engine/model/chat_template.h.
+// when several are set: callers set one. ChatMessage comes from engine/tokenizer/chat_template.h.
 
 struct GenerationRequest {
   std::string id;                          // caller's id, echoed in logs and events
@@ -167,7 +167,7 @@ struct EngineOptions {
   int max_batch_sequences = 8;
   int64_t kv_budget_bytes = int64_t{1} << 30;
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
-  int cpu_threads = 0;      // 0: leave OpenBLAS's default
+  int cpu_threads = 0;      // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };

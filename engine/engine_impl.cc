@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/decoding/params_validation.h"
-#include "engine/model/chat_template.h"
 #include "engine/model/loaded_model.h"
 #include "engine/scheduler/worker.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
 

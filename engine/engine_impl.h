@@ -12,8 +12,8 @@
 #include "engine/engine.h"
 #include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer.h"
 #include "engine/scheduler/step_executor.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm {
 

@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -311,9 +313,40 @@ absl::Status Invalid(absl::string_view key, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(key, ": ", reason));
 }
 
+// Integral values print as integers (1048576, not StrCat's 6-digit "1.04858e+06").
+std::string FormatNumber(double value) {
+  if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 9.0e15) {
+    return absl::StrCat(static_cast<int64_t>(value));
+  }
+  return absl::StrCat(value);
+}
+
 absl::Status CheckRange(absl::string_view key, double value, double lo, double hi) {
-  if (value < lo || value > hi) {
-    return Invalid(key, absl::StrCat(value, " is outside [", lo, ", ", hi, "]"));
+  if (!(value >= lo && value <= hi)) {
+    return Invalid(key, absl::StrCat(FormatNumber(value), " is outside [", FormatNumber(lo), ", ",
+                                     FormatNumber(hi), "]"));
+  }
+  return absl::OkStatus();
+}
+
+// host:port (host may be a bracketed IPv6 literal) with port 0..65535 (0 = any free port);
+// gRPC's unix:/unix-abstract: addresses have no port. gRPC itself would take "99999" modulo
+// 65536 and listen somewhere unexpected.
+absl::Status CheckListenAddress(absl::string_view key, const std::string& address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  if (address.empty() || colon == std::string::npos || colon == 0) {
+    return Invalid(key, absl::StrCat("'", address, "' is not host:port"));
+  }
+  const std::string port = address.substr(colon + 1);
+  int value = -1;
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(port, &value) || value > 65535) {
+    return Invalid(
+        key, absl::StrCat("'", address, "': port '", port, "' is not a port number (0..65535)"));
   }
   return absl::OkStatus();
 }
@@ -335,9 +368,7 @@ std::optional<BackendKind> ParseBackend(std::string_view name) { return ValueOf(
 
 absl::Status ValidateServerConfig(const ServerConfig& c) {
   const auto& s = c.server;
-  if (s.address.empty() || s.address.rfind(':') == std::string::npos) {
-    return Invalid("server.address", absl::StrCat("'", s.address, "' is not host:port"));
-  }
+  if (auto st = CheckListenAddress("server.address", s.address); !st.ok()) return st;
   if (auto st = CheckRange("server.threads", s.threads, 0, 4096); !st.ok()) return st;
   constexpr double kMaxMessage = std::numeric_limits<int32_t>::max();
   if (auto st = CheckRange("server.max_receive_message_bytes", s.max_receive_message_bytes, 1024,
@@ -378,6 +409,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return st;
   }
   if (auto st = CheckRange("limits.max_prompt_tokens", l.max_prompt_tokens, 1, 1 << 20); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("limits.max_prompt_bytes", static_cast<double>(l.max_prompt_bytes), 0,
+                           kMaxMessage);
+      !st.ok()) {
     return st;
   }
   if (auto st = CheckRange("limits.max_steps", l.max_steps, 1, 1 << 20); !st.ok()) return st;
@@ -539,6 +575,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     auto& l = c.limits;
     r.Read("max_new_tokens", &l.max_new_tokens);
     r.Read("max_prompt_tokens", &l.max_prompt_tokens);
+    r.Read("max_prompt_bytes", &l.max_prompt_bytes);
     r.Read("max_steps", &l.max_steps);
     r.Read("max_block_length", &l.max_block_length);
     r.Read("max_window", &l.max_window);

@@ -80,6 +80,9 @@ struct CacheDefaults {
 struct LimitsSection {
   int max_new_tokens = 512;
   int max_prompt_tokens = 2048;
+  // Prompt (or chat messages') text bytes, checked before tokenizing; 0 = derived from the
+  // token limit and the model's max positions (EffectiveMaxPromptBytes, 32 bytes per token).
+  int64_t max_prompt_bytes = 0;
   int max_steps = 1024;
   int max_block_length = 512;
   int max_window = 512;

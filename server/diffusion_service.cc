@@ -4,11 +4,13 @@
 #include <deque>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/engine_request_link.h"
+#include "server/request_decoding.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
 
@@ -35,16 +37,40 @@ absl::Time CallDeadline(grpc::CallbackServerContext* context) {
   return t < now - absl::Hours(24 * 365) ? absl::InfiniteFuture() : t;
 }
 
+// The bytes of a raw request message (gRPC may hand them over in several slices).
+absl::StatusOr<std::string> BufferBytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable bytes");
+  std::string bytes;
+  bytes.reserve(buffer.Length());
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+absl::Status DecodeRequest(const grpc::ByteBuffer& buffer, google::protobuf::Message* out) {
+  absl::StatusOr<std::string> bytes = BufferBytes(buffer);
+  if (!bytes.ok()) return bytes.status();
+  return ParseRequestBytes(*bytes, out);
+}
+
 // ---------------------------------------------------------------- unary Generate
 
 class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
  public:
   static GenerateCall* Start(DiffusionService* service, grpc::CallbackServerContext* context,
-                             const v1::GenerateRequest* request, v1::GenerateResponse* response) {
+                             const grpc::ByteBuffer* raw, grpc::ByteBuffer* response) {
     auto call = std::shared_ptr<GenerateCall>(new GenerateCall(service, response));
     call->self_ = call;
-    const std::string log_id = service->LogId(*request);
-    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request, log_id);
+    v1::GenerateRequest request;
+    const absl::Status decoded = DecodeRequest(*raw, &request);
+    const std::string log_id = service->LogId(request);
+    if (!decoded.ok()) {
+      call->FinishCall(ToGrpcStatus(decoded), nullptr, log_id);
+      return call.get();
+    }
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
       call->FinishCall(ToGrpcStatus(admitted.status()), nullptr, log_id);
       return call.get();
@@ -52,6 +78,8 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
     const absl::Time deadline = admitted->request.deadline;
+    service->CallOpened();
+    call->opened_ = true;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishCall(ToGrpcStatus(id.status()), nullptr, call->request_id_);
@@ -64,18 +92,24 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   void OnCommit(const CommitEvent&) override {}
 
   void OnFinal(const FinalEvent& event) override {
-    const bool client_cancelled = link_.cancelled();
-    grpc::Status status = service_->FinalStatus(event, client_cancelled);
-    if (status.ok()) FillGenerateResponse(request_id_, event, response_);
+    grpc::Status status = service_->FinalStatus(event, link_);
+    if (status.ok()) {
+      v1::GenerateResponse reply;
+      FillGenerateResponse(request_id_, event, &reply);
+      status = service_->SerializeReply(reply, response_);
+    }
     FinishCall(status, &event, request_id_);
   }
 
   void OnCancel() override { link_.Cancel(); }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    if (opened_) service_->CallClosed();
+    self_.reset();
+  }
 
  private:
-  GenerateCall(DiffusionService* service, v1::GenerateResponse* response)
+  GenerateCall(DiffusionService* service, grpc::ByteBuffer* response)
       : service_(service), response_(response), start_(absl::Now()) {}
 
   void FinishCall(const grpc::Status& status, const FinalEvent* event, const std::string& id) {
@@ -84,24 +118,31 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
   }
 
   DiffusionService* const service_;
-  v1::GenerateResponse* const response_;
+  grpc::ByteBuffer* const response_;
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
+  bool opened_ = false;                 // counted by CallOpened (set before Submit)
   EngineRequestLink link_;
 };
 
 // ---------------------------------------------------------------- streaming Generate
 
-class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse>,
+class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                                  public EventSink {
  public:
   static GenerateStreamCall* Start(DiffusionService* service, grpc::CallbackServerContext* context,
-                                   const v1::GenerateRequest* request) {
+                                   const grpc::ByteBuffer* raw) {
     auto call = std::shared_ptr<GenerateStreamCall>(new GenerateStreamCall(service));
     call->self_ = call;
-    const std::string log_id = service->LogId(*request);
-    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, *request, log_id);
+    v1::GenerateRequest request;
+    const absl::Status decoded = DecodeRequest(*raw, &request);
+    const std::string log_id = service->LogId(request);
+    if (!decoded.ok()) {
+      call->FinishWithoutEngine(ToGrpcStatus(decoded), log_id);
+      return call.get();
+    }
+    absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
       call->FinishWithoutEngine(ToGrpcStatus(admitted.status()), log_id);
       return call.get();
@@ -109,6 +150,8 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
     call->request_id_ = admitted->request.id;
     Engine* engine = admitted->engine;
     const absl::Time deadline = admitted->request.deadline;
+    service->CallOpened();
+    call->opened_ = true;
     absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) {
       call->FinishWithoutEngine(ToGrpcStatus(id.status()), call->request_id_);
@@ -122,11 +165,21 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
     v1::GenerateStreamResponse message;
     message.set_request_id(request_id_);
     FillCommittedDelta(event, message.mutable_committed());
+    bool cancel = false;
     {
       absl::MutexLock lock(&mu_);
       if (write_failed_) return;
-      pending_.push_back(Pending{std::move(message), false});
+      if (grpc::Status st = Oversized(message); !st.ok()) {
+        // A committed delta that cannot be sent loses text for good: end the call with it.
+        oversized_ = st;
+        write_failed_ = true;
+        pending_.clear();
+        cancel = true;
+      } else {
+        pending_.push_back(Pending{std::move(message), false});
+      }
     }
+    if (cancel) link_.Cancel();
     Pump();
   }
 
@@ -146,28 +199,35 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
         }
       }
       if (pending_.size() >= kMaxQueuedForSnapshot) return;
+      if (!Oversized(message).ok()) return;  // provisional: dropping it loses nothing
       pending_.push_back(Pending{std::move(message), true});
     }
     Pump();
   }
 
   void OnFinal(const FinalEvent& event) override {
-    const bool client_cancelled = link_.cancelled();
-    const grpc::Status status = service_->FinalStatus(event, client_cancelled);
-    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
+    grpc::Status status = service_->FinalStatus(event, link_);
     const bool send_summary = status.ok() || event.reason == FinishReason::kCancelled ||
                               event.reason == FinishReason::kDeadline;
     {
       absl::MutexLock lock(&mu_);
+      if (!oversized_.ok()) status = oversized_;
       if (send_summary && !write_failed_) {
         v1::GenerateStreamResponse message;
         message.set_request_id(request_id_);
         FillGenerateResponse(request_id_, event, message.mutable_final());
-        pending_.push_back(Pending{std::move(message), false});
+        if (grpc::Status st = Oversized(message); !st.ok()) {
+          if (status.ok()) status = st;
+        } else {
+          pending_.push_back(Pending{std::move(message), false});
+        }
       }
       final_status_ = status;
       final_ready_ = true;
     }
+    // Recorded once the status is final (an oversized summary turns OK into
+    // RESOURCE_EXHAUSTED, which is what the client gets).
+    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
     Pump();  // Finish runs once every queued message is written
   }
 
@@ -185,7 +245,10 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
 
   void OnCancel() override { link_.Cancel(); }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    if (opened_) service_->CallClosed();
+    self_.reset();
+  }
 
  private:
   static constexpr size_t kMaxQueuedForSnapshot = 16;
@@ -195,6 +258,10 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   };
 
   explicit GenerateStreamCall(DiffusionService* service) : service_(service), start_(absl::Now()) {}
+
+  grpc::Status Oversized(const v1::GenerateStreamResponse& message) const {
+    return service_->CheckReplySize(message);
+  }
 
   void FinishWithoutEngine(const grpc::Status& status, const std::string& id) {
     service_->RecordCall("GenerateStream", id, status, nullptr, start_);
@@ -226,7 +293,11 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
       }
     }
     if (action == kWrite) {
-      StartWrite(&current_);
+      bool own_buffer = false;
+      current_bytes_.Clear();
+      (void)grpc::SerializationTraits<v1::GenerateStreamResponse>::Serialize(
+          current_, &current_bytes_, &own_buffer);
+      StartWrite(&current_bytes_);
     } else if (action == kFinish) {
       Finish(status);  // may run OnDone on another thread: touch nothing afterwards
     }
@@ -236,7 +307,9 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   const absl::Time start_;
   std::string request_id_;
   std::shared_ptr<GenerateStreamCall> self_;
-  v1::GenerateStreamResponse current_;  // the message being written (owned by us until done)
+  bool opened_ = false;                 // counted by CallOpened (set before Submit)
+  v1::GenerateStreamResponse current_;  // the message being written
+  grpc::ByteBuffer current_bytes_;      // its bytes (owned by us until OnWriteDone)
 
   absl::Mutex mu_;
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -245,6 +318,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
   bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  grpc::Status oversized_ ABSL_GUARDED_BY(mu_);  // a message over max_send_message_bytes
   EngineRequestLink link_;
 };
 
@@ -252,7 +326,12 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStr
 
 DiffusionService::DiffusionService(const ServerConfig& config, const TokenAuthenticator* auth,
                                    ServerMetrics* metrics, Logger* logger)
-    : config_(config), auth_(auth), metrics_(metrics), logger_(logger) {}
+    : config_(config),
+      auth_(auth),
+      metrics_(metrics),
+      logger_(logger),
+      limits_(config.limits),
+      rejected_log_(kRejectedLogLinesPerSecond) {}
 
 absl::Status DiffusionService::AttachEngine(Engine* engine) {
   RequestDefaults defaults =
@@ -270,12 +349,29 @@ absl::Status DiffusionService::AttachEngine(Engine* engine) {
   absl::MutexLock lock(&mu_);
   engine_ = engine;
   defaults_ = defaults;
+  limits_.max_prompt_bytes = EffectiveMaxPromptBytes(config_.limits, engine->model_info());
   return absl::OkStatus();
 }
 
 void DiffusionService::SetDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
+}
+
+void DiffusionService::CallOpened() {
+  absl::MutexLock lock(&mu_);
+  ++open_calls_;
+}
+
+void DiffusionService::CallClosed() {
+  absl::MutexLock lock(&mu_);
+  --open_calls_;
+}
+
+bool DiffusionService::WaitForOpenCalls(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_calls_ == 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&none), timeout);
 }
 
 absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* context,
@@ -323,12 +419,14 @@ absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
   Admitted out;
   if (absl::Status st = CheckAvailable(authorization, &out.engine); !st.ok()) return st;
   RequestDefaults defaults;
+  LimitsSection limits;
   {
     absl::MutexLock lock(&mu_);
     defaults = defaults_;
+    limits = limits_;
   }
   absl::StatusOr<GenerationRequest> mapped =
-      ToGenerationRequest(request, defaults, config_.limits, out.engine->model_info());
+      ToGenerationRequest(request, defaults, limits, out.engine->model_info());
   if (!mapped.ok()) return mapped.status();
   out.request = *std::move(mapped);
   // Tokenize here once so that the prompt-length limit can be checked before queueing;
@@ -346,12 +444,18 @@ absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
   return out;
 }
 
-grpc::Status DiffusionService::FinalStatus(const FinalEvent& event, bool client_cancelled) const {
-  return ToGrpcStatus(FinalAbslStatus(event, client_cancelled));
+grpc::Status DiffusionService::FinalStatus(const FinalEvent& event,
+                                           const EngineRequestLink& link) const {
+  return ToGrpcStatus(FinalAbslStatus(event, link));
 }
 
 absl::Status DiffusionService::FinalAbslStatus(const FinalEvent& event,
-                                               bool client_cancelled) const {
+                                               const EngineRequestLink& link) const {
+  const bool client_cancelled = link.cancelled();
+  if (event.reason == FinishReason::kCancelled && client_cancelled &&
+      link.cancelled_by_deadline()) {
+    return absl::DeadlineExceededError("deadline exceeded during generation");
+  }
   if (event.reason == FinishReason::kCancelled && !client_cancelled) {
     absl::MutexLock lock(&mu_);
     if (draining_) {
@@ -367,11 +471,33 @@ absl::Status DiffusionService::FinalAbslStatus(const FinalEvent& event,
   return event.status;
 }
 
+grpc::Status DiffusionService::CheckReplySize(const google::protobuf::Message& reply) const {
+  const size_t bytes = reply.ByteSizeLong();
+  if (bytes > static_cast<size_t>(config_.server.max_send_message_bytes)) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("the reply is ", bytes, " bytes, over server.max_send_message_bytes (",
+                     config_.server.max_send_message_bytes, ")")));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DiffusionService::SerializeReply(const google::protobuf::Message& reply,
+                                              grpc::ByteBuffer* out) const {
+  if (grpc::Status st = CheckReplySize(reply); !st.ok()) return st;
+  bool own_buffer = false;
+  return grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(reply, out,
+                                                                                    &own_buffer);
+}
+
 void DiffusionService::RecordCall(const char* method, const std::string& request_id,
                                   const grpc::Status& status, const FinalEvent* event,
                                   absl::Time start, const char* protocol) {
   const char* code = GrpcCodeName(status.error_code());
   if (metrics_ != nullptr) metrics_->CountRequest(code, protocol);
+  // Calls rejected before they ran (queue full, bad token, bad field, draining) can come in
+  // storms; their log lines are rate-limited (the metric above still counts every one).
+  int64_t suppressed = 0;
+  if (event == nullptr && !status.ok() && !rejected_log_.Admit(absl::Now(), &suppressed)) return;
   LogFields fields = {
       {"id", request_id},
       {"method", std::string(method)},
@@ -390,30 +516,43 @@ void DiffusionService::RecordCall(const char* method, const std::string& request
   }
   fields.push_back({"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - start)});
   if (!status.ok()) fields.push_back({"error", status.error_message()});
+  if (suppressed > 0) fields.push_back({"similar_lines_suppressed", suppressed});
   logger_->Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "request_done", fields);
 }
 
 grpc::ServerUnaryReactor* DiffusionService::Generate(grpc::CallbackServerContext* context,
-                                                     const v1::GenerateRequest* request,
-                                                     v1::GenerateResponse* response) {
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
   return GenerateCall::Start(this, context, request, response);
 }
 
-grpc::ServerWriteReactor<v1::GenerateStreamResponse>* DiffusionService::GenerateStream(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DiffusionService::GenerateStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return GenerateStreamCall::Start(this, context, request);
 }
 
 grpc::ServerUnaryReactor* DiffusionService::Tokenize(grpc::CallbackServerContext* context,
-                                                     const v1::TokenizeRequest* request,
-                                                     v1::TokenizeResponse* response) {
+                                                     const grpc::ByteBuffer* raw,
+                                                     grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Engine* engine = nullptr;
   if (absl::Status st = CheckAvailable(context, &engine); !st.ok()) {
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
-  absl::StatusOr<GenerationRequest> mapped = ToTokenizeRequest(*request);
+  v1::TokenizeRequest request;
+  if (absl::Status st = DecodeRequest(*raw, &request); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  LimitsSection limits;
+  {
+    absl::MutexLock lock(&mu_);
+    limits = limits_;
+  }
+  // Bounded before tokenizing: a 4 MB prompt would otherwise be tokenized (and its ids,
+  // bytes and rendering built) in full.
+  absl::StatusOr<GenerationRequest> mapped = ToTokenizeRequest(request, limits);
   if (!mapped.ok()) {
     reactor->Finish(ToGrpcStatus(mapped.status()));
     return reactor;
@@ -424,10 +563,11 @@ grpc::ServerUnaryReactor* DiffusionService::Tokenize(grpc::CallbackServerContext
     return reactor;
   }
   const Tokenizer& tokenizer = engine->tokenizer();
-  response->mutable_token_ids()->Assign(ids->begin(), ids->end());
-  for (int32_t id : *ids) response->add_token_bytes(tokenizer.TokenBytes(id));
-  response->set_rendered(tokenizer.Decode(*ids, /*skip_special=*/false));
-  reactor->Finish(grpc::Status::OK);
+  v1::TokenizeResponse response;
+  response.mutable_token_ids()->Assign(ids->begin(), ids->end());
+  for (int32_t id : *ids) response.add_token_bytes(tokenizer.TokenBytes(id));
+  response.set_rendered(tokenizer.Decode(*ids, /*skip_special=*/false));
+  reactor->Finish(SerializeReply(response, reply));
   return reactor;
 }
 
@@ -441,11 +581,13 @@ grpc::ServerUnaryReactor* DiffusionService::GetModelInfo(grpc::CallbackServerCon
     return reactor;
   }
   RequestDefaults defaults;
+  LimitsSection limits;
   {
     absl::MutexLock lock(&mu_);
     defaults = defaults_;
+    limits = limits_;
   }
-  FillModelInfo(engine->model_info(), config_.engine.backend, defaults, config_.limits, response);
+  FillModelInfo(engine->model_info(), config_.engine.backend, defaults, limits, response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

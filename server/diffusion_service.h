@@ -7,6 +7,14 @@
 // engine (Engine::Cancel, GenerationRequest::deadline). Every generation call, accepted or
 // rejected, is counted in dllm_requests_total{status} and logged as one `request_done` line.
 //
+// Generate, GenerateStream and Tokenize take their requests as raw bytes and parse them
+// with ParseRequestBytes (server/request_decoding.h), so that a string field holding invalid
+// UTF-8 is INVALID_ARGUMENT naming the field, logged and counted, instead of a parse failure
+// inside gRPC. Replies are serialized here too: one larger than
+// server.max_send_message_bytes ends the call with RESOURCE_EXHAUSTED (logged and counted as
+// such, which is what the client gets). Rejected calls are logged at most
+// kRejectedLogLinesPerSecond times a second (metrics count every one).
+//
 // Lifecycle: calls fail with UNAVAILABLE until AttachEngine (model loading / warm-up) and
 // again after SetDraining (shutdown). The engine must outlive the gRPC server.
 //
@@ -25,14 +33,23 @@
 #include "engine/engine.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/engine_request_link.h"
+#include "server/log_rate_limiter.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/request_mapping.h"
 
 namespace dllm {
 
-class DiffusionService final : public v1::DiffusionLM::CallbackService {
+// The typed callback service with the three request-carrying methods switched to raw bytes.
+using DiffusionServiceBase = v1::DiffusionLM::WithRawCallbackMethod_Generate<
+    v1::DiffusionLM::WithRawCallbackMethod_GenerateStream<
+        v1::DiffusionLM::WithRawCallbackMethod_Tokenize<v1::DiffusionLM::CallbackService>>>;
+
+class DiffusionService final : public DiffusionServiceBase {
  public:
+  static constexpr int kRejectedLogLinesPerSecond = 20;
+
   // `auth` and `logger` are required; `metrics` may be null. None are owned; all must
   // outlive the service.
   DiffusionService(const ServerConfig& config, const TokenAuthenticator* auth,
@@ -46,15 +63,23 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
   // From now on new calls fail with UNAVAILABLE; requests the engine cancels because the
   // drain timed out end with UNAVAILABLE too (so clients know to retry elsewhere).
   void SetDraining();
+  // Waits until every generation call that reached the engine has been completed by gRPC
+  // (its reply and status handed to the transport); false on timeout. Used at shutdown,
+  // after SetDraining and Engine::Drain, so the last replies leave before the process does.
+  bool WaitForOpenCalls(absl::Duration timeout) const;
 
+  // The typed overloads stay unused (the raw handlers replace them).
+  using DiffusionServiceBase::Generate;
+  using DiffusionServiceBase::GenerateStream;
+  using DiffusionServiceBase::Tokenize;
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     v1::GenerateResponse* response) override;
-  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::GetModelInfoResponse* response) override;
@@ -73,9 +98,17 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
   // authorization header (nullopt when absent), `deadline` the request's deadline.
   absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
                                  const v1::GenerateRequest& request, const std::string& request_id);
-  // Final gRPC status for an engine final event (see SetDraining).
-  grpc::Status FinalStatus(const FinalEvent& event, bool client_cancelled) const;
-  absl::Status FinalAbslStatus(const FinalEvent& event, bool client_cancelled) const;
+  // Final gRPC status for an engine final event (see SetDraining); a cancellation that came
+  // with the deadline is DEADLINE_EXCEEDED (EngineRequestLink::cancelled_by_deadline).
+  grpc::Status FinalStatus(const FinalEvent& event, const EngineRequestLink& link) const;
+  absl::Status FinalAbslStatus(const FinalEvent& event, const EngineRequestLink& link) const;
+  // RESOURCE_EXHAUSTED naming the size when `reply` exceeds server.max_send_message_bytes.
+  grpc::Status CheckReplySize(const google::protobuf::Message& reply) const;
+  // CheckReplySize, then serializes `reply` into `out`.
+  grpc::Status SerializeReply(const google::protobuf::Message& reply, grpc::ByteBuffer* out) const;
+  // Bookkeeping for WaitForOpenCalls (a call that reached Submit, until its OnDone).
+  void CallOpened();
+  void CallClosed();
   // Counts and logs one finished generation call. `event` is null when it never ran.
   // `protocol` is the metrics label: "grpc" or "http".
   void RecordCall(const char* method, const std::string& request_id, const grpc::Status& status,
@@ -98,11 +131,14 @@ class DiffusionService final : public v1::DiffusionLM::CallbackService {
   ServerMetrics* const metrics_;
   Logger* const logger_;
   std::atomic<uint64_t> next_id_{1};
+  LimitsSection limits_ ABSL_GUARDED_BY(mu_);  // config limits, max_prompt_bytes resolved
+  LogRateLimiter rejected_log_;
 
   mutable absl::Mutex mu_;
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestDefaults defaults_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  int open_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dllm

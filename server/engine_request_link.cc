@@ -22,6 +22,7 @@ void EngineRequestLink::Cancel() {
   absl::Time deadline;
   {
     absl::MutexLock lock(&mu_);
+    if (!cancelled_) cancel_time_ = absl::Now();
     cancelled_ = true;
     engine = engine_;
     id = id_;
@@ -33,6 +34,11 @@ void EngineRequestLink::Cancel() {
 bool EngineRequestLink::cancelled() const {
   absl::MutexLock lock(&mu_);
   return cancelled_;
+}
+
+bool EngineRequestLink::cancelled_by_deadline() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_ && cancel_time_ >= deadline_ - kDeadlineSlack;
 }
 
 }  // namespace dllm

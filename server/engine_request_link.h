@@ -23,10 +23,18 @@ class EngineRequestLink {
   // The client cancelled (or the deadline passed): forwards to the engine once bound.
   void Cancel();
   bool cancelled() const;
+  // True when the cancellation came at (or within kDeadlineSlack before) the call's deadline.
+  // The client's deadline timer fires before the server's (the server computes its deadline
+  // from grpc-timeout when the headers arrive), so a client whose deadline passed shows up
+  // here as a cancellation slightly before the deadline; it must count as DEADLINE_EXCEEDED,
+  // which is what the client sees. A genuine cancel inside the slack is reported the same way.
+  bool cancelled_by_deadline() const;
+  static constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
 
  private:
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time cancel_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestId id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

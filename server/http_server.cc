@@ -114,7 +114,7 @@ class HttpGeneration final : public EventSink {
     const absl::Status status =
         stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
             ? absl::OkStatus()
-            : service_->FinalAbslStatus(event, link_.cancelled());
+            : service_->FinalAbslStatus(event, link_);
     service_->RecordCall(method_.c_str(), request_id_, ToGrpcStatus(status), &event, start_,
                          "http");
     v1::GenerateResponse response;

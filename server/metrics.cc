@@ -37,6 +37,10 @@ ServerMetrics::ServerMetrics()
                     .Name("dllm_requests_total")
                     .Help("Finished generation calls by gRPC status code name and protocol")
                     .Register(*registry_)),
+      build_info_(prometheus::BuildGauge()
+                      .Name("dllm_build_info")
+                      .Help("Always 1: the server's version, backend and model as labels")
+                      .Register(*registry_)),
       request_duration_(MakeHistogram(*registry_, "dllm_request_duration_seconds",
                                       "Submission to final event of accepted requests",
                                       kLatencyBuckets)),
@@ -90,6 +94,11 @@ ServerMetrics::ServerMetrics()
 
 void ServerMetrics::CountRequest(const std::string& status_code_name, const std::string& protocol) {
   requests_.Add({{"status", status_code_name}, {"protocol", protocol}}).Increment();
+}
+
+void ServerMetrics::SetBuildInfo(const std::string& version, const std::string& backend,
+                                 const std::string& model) {
+  build_info_.Add({{"version", version}, {"backend", backend}, {"model", model}}).Set(1);
 }
 
 void ServerMetrics::OnStep(const StepInfo& info) {

@@ -25,6 +25,9 @@
 //   dllm_prompt_tokens_total               counter: prompt tokens of finished requests
 //   dllm_decision_overhead_seconds_total   counter: time in cache-policy decisions
 //   dllm_step_seconds_total                counter: wall time of all engine steps
+//   dllm_build_info{version,backend,model} gauge: 1 once the model is loaded (version is
+//                                          `git describe` at configure time)
+// plus the process_* series of ProcessMetrics (server/process_metrics.h) on the exposer.
 //
 // Thread-safety: observer methods run on the engine worker, CountRequest on gRPC threads;
 // all are safe concurrently and never block for long (prometheus-cpp metrics are atomic or
@@ -58,6 +61,9 @@ class ServerMetrics : public EngineObserver {
   // Counts one finished generation call under its gRPC code name and its transport
   // ("grpc" or "http").
   void CountRequest(const std::string& status_code_name, const std::string& protocol = "grpc");
+  // Sets dllm_build_info{version,backend,model} = 1 (call once, after the model loaded).
+  void SetBuildInfo(const std::string& version, const std::string& backend,
+                    const std::string& model);
 
   void OnStep(const StepInfo& info) override;
   void OnQueue(int waiting, int running, double kv_usage_ratio) override;
@@ -66,6 +72,7 @@ class ServerMetrics : public EngineObserver {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Gauge>& build_info_;
   prometheus::Histogram& request_duration_;
   prometheus::Histogram& queue_wait_;
   prometheus::Histogram& first_commit_;

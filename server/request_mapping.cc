@@ -1,9 +1,10 @@
 #include "server/request_mapping.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -22,6 +23,21 @@ absl::Status InRange(absl::string_view field, T value, T lo, T hi, absl::string_
     return Invalid(field, absl::StrCat(value, " is outside [", lo, ", ", hi, "]"));
   }
   return absl::OkStatus();
+}
+
+// Text bytes of the input before templating; bounded before anything tokenizes it.
+absl::Status CheckPromptBytes(absl::string_view field, size_t bytes, const LimitsSection& limits) {
+  if (limits.max_prompt_bytes > 0 && bytes > static_cast<uint64_t>(limits.max_prompt_bytes)) {
+    return Invalid(field, absl::StrCat(bytes, " bytes exceeds limits.max_prompt_bytes (",
+                                       limits.max_prompt_bytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+size_t ChatBytes(const v1::ChatMessages& chat) {
+  size_t bytes = 0;
+  for (const auto& m : chat.messages()) bytes += m.role().size() + m.content().size();
+  return bytes;
 }
 
 absl::Status CheckRequestId(const std::string& id) {
@@ -176,13 +192,23 @@ absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits
   return absl::OkStatus();
 }
 
-absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request) {
+int64_t EffectiveMaxPromptBytes(const LimitsSection& limits, const ModelInfo& model) {
+  if (limits.max_prompt_bytes > 0) return limits.max_prompt_bytes;
+  int64_t tokens = limits.max_prompt_tokens;
+  if (model.max_positions > 0) tokens = std::min<int64_t>(tokens, model.max_positions);
+  return tokens * kPromptBytesPerToken;
+}
+
+absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request,
+                                                    const LimitsSection& limits) {
   GenerationRequest out;
   switch (request.input_case()) {
     case v1::TokenizeRequest::kPrompt:
+      DLLM_RETURN_IF_ERROR(CheckPromptBytes("prompt", request.prompt().size(), limits));
       out.prompt_text = request.prompt();
       break;
     case v1::TokenizeRequest::kChat:
+      DLLM_RETURN_IF_ERROR(CheckPromptBytes("chat.messages", ChatBytes(request.chat()), limits));
       DLLM_RETURN_IF_ERROR(MapChat(request.chat(), "chat.messages", &out.messages));
       break;
     default:
@@ -202,9 +228,11 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
       if (request.prompt().empty()) return Invalid("prompt", "must not be empty");
+      DLLM_RETURN_IF_ERROR(CheckPromptBytes("prompt", request.prompt().size(), limits));
       out.prompt_text = request.prompt();
       break;
     case v1::GenerateRequest::kChat:
+      DLLM_RETURN_IF_ERROR(CheckPromptBytes("chat.messages", ChatBytes(request.chat()), limits));
       DLLM_RETURN_IF_ERROR(MapChat(request.chat(), "chat.messages", &out.messages));
       break;
     case v1::GenerateRequest::kTokenIds: {

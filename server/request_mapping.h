@@ -26,14 +26,25 @@ RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDef
                                        const CacheDefaults& cache);
 
 // Maps and validates everything except the prompt length after chat templating, which
-// needs the tokenizer (see CheckPromptLength). `request_id` is the server-side id to use.
+// needs the tokenizer (see CheckPromptLength). The prompt's (or chat's) size in bytes is
+// checked against limits.max_prompt_bytes (which must be resolved, i.e. > 0, or is ignored).
+// `request_id` is the server-side id to use.
 absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
                                                       const RequestDefaults& defaults,
                                                       const LimitsSection& limits,
                                                       const ModelInfo& model);
 
-// Builds a request for Tokenize (only the input is used).
-absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request);
+// Builds a request for Tokenize (only the input is used; its size is bounded by
+// limits.max_prompt_bytes like Generate's).
+absl::StatusOr<GenerationRequest> ToTokenizeRequest(const v1::TokenizeRequest& request,
+                                                    const LimitsSection& limits);
+
+// limits.max_prompt_bytes when set (> 0); otherwise derived from the token limit:
+// min(limits.max_prompt_tokens, model.max_positions) * kPromptBytesPerToken. A prompt must be
+// bounded in bytes before it is tokenized, and a prompt that fits the token limit rarely
+// needs more than a few bytes per token (BPE tokens of real text average ~4 bytes).
+inline constexpr int64_t kPromptBytesPerToken = 32;
+int64_t EffectiveMaxPromptBytes(const LimitsSection& limits, const ModelInfo& model);
 
 // INVALID_ARGUMENT "input: prompt is N tokens, exceeds limits.max_prompt_tokens (M)".
 absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "server/tls_key_pair.h"
 
 namespace dllm {
 namespace {
@@ -30,6 +31,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPem("tls.key", tls.key);
   if (!key.ok()) return key.status();
+  if (absl::Status st = CheckTlsKeyPair(*cert, tls.cert, *key, tls.key); !st.ok()) return st;
   grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   options.pem_key_cert_pairs.push_back({*key, *cert});
   if (!tls.client_ca.empty()) {

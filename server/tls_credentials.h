@@ -12,7 +12,8 @@
 namespace dllm {
 
 // Plaintext (insecure) credentials when TLS is off. With tls.client_ca set, clients must
-// present a certificate signed by that CA (mutual TLS). NOT_FOUND names an unreadable file.
+// present a certificate signed by that CA (mutual TLS). NOT_FOUND names an unreadable file;
+// INVALID_ARGUMENT names both files when the key does not match the certificate.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsSection& tls);
 

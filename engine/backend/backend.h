@@ -38,8 +38,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/model/checkpoint.h"
-#include "engine/model/step_batch.h"
+#include "engine/core/dtype.h"
+#include "engine/core/row_stats.h"
 
 namespace dllm {
 

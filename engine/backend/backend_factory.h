@@ -10,8 +10,8 @@
 
 namespace dllm {
 
-// "cpu": OpenBLAS backend; cpu_threads > 0 sets the worker count (OpenBLAS and the backend's
-// own pool), 0 keeps the defaults. "cuda": UNIMPLEMENTED unless built with DLLM_HAVE_CUDA.
+// "cpu": the CPU backend (own SIMD kernels); cpu_threads > 0 sets its thread count, 0 uses
+// one per hardware thread. "cuda": UNIMPLEMENTED unless built with DLLM_HAVE_CUDA.
 // Other names: INVALID_ARGUMENT.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view kind, int cpu_threads);
 

@@ -18,12 +18,12 @@ KvSlab::~KvSlab() {
   pool_->Release(bytes_);
 }
 
-KvPool::KvPool(Backend* backend, const ModelConfig& config, int64_t budget_bytes)
-    : backend_(backend), config_(config), budget_bytes_(budget_bytes) {}
+KvPool::KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes)
+    : backend_(backend), layout_(layout), budget_bytes_(budget_bytes) {}
 
 int64_t KvPool::BytesFor(int positions) const {
   if (positions <= 0) return 0;
-  return int64_t{positions} * config_.KvBytesPerPosition(backend_->kv_bytes_per_element());
+  return int64_t{positions} * layout_.BytesPerPosition(backend_->kv_bytes_per_element());
 }
 
 bool KvPool::Fits(int positions) const {

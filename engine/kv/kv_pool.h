@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/model/model_config.h"
+#include "engine/kv/kv_layout.h"
 
 namespace dllm {
 
@@ -47,7 +47,7 @@ class KvSlab {
 class KvPool {
  public:
   // `backend` is not owned and must outlive the pool.
-  KvPool(Backend* backend, const ModelConfig& config, int64_t budget_bytes);
+  KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes);
 
   // Bytes a slab of `positions` positions takes.
   int64_t BytesFor(int positions) const;
@@ -64,7 +64,7 @@ class KvPool {
   void Release(int64_t bytes);
 
   Backend* backend_;
-  ModelConfig config_;
+  KvLayout layout_;
   int64_t budget_bytes_;
   mutable absl::Mutex mu_;
   int64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -19,20 +19,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/core/dtype.h"
 
 namespace dllm {
-
-enum class DType { kF32, kF16, kBF16 };
-std::string_view DTypeName(DType dtype);
-int DTypeSize(DType dtype);
 
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;      // row-major; PyTorch Linear weights are [out, in]
   std::span<const uint8_t> bytes;  // exactly prod(shape) * DTypeSize(dtype) bytes
-  // Views from a Checkpoint start at an address aligned to DTypeSize(dtype) (checked at Open),
-  // so they may be read as uint16_t / float arrays; little-endian like the file.
+  // Little-endian like the file, and NOT necessarily aligned to DTypeSize(dtype) (safetensors
+  // allows any offset): read elements with memcpy or byte loads, never through a typed
+  // pointer.
   int64_t NumElements() const;
   // Converts to fp32 into `out` (resized). bf16/f16 are widened exactly.
   void ToFloat(std::vector<float>* out) const;

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "engine/model/float16.h"
+#include "engine/core/float16.h"
 
 namespace dllm {
 namespace {

@@ -58,6 +58,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (model->config.eot_token_id < 0) {
     model->config.eot_token_id = FirstKnownToken(*model->tokenizer, {"<|eot_id|>", "<|im_end|>"});
   }
+  if (model->config.eot_token_id >= 0 &&
+      model->config.eot_token_id == model->config.mask_token_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the tokenizer's end-of-turn token is the mask token (id ",
+        model->config.mask_token_id, "): the mask token must differ from end-of-sequence"));
+  }
   if (model->config.bos_token_id < 0) {
     model->config.bos_token_id =
         FirstKnownToken(*model->tokenizer, {"<|startoftext|>", "<|beginoftext|>"});
@@ -77,8 +83,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (!transformer.ok()) return Annotate(transformer.status(), where);
   model->transformer = std::move(*transformer);
 
-  model->kv_pool =
-      std::make_unique<KvPool>(model->backend.get(), model->config, options.kv_budget_bytes);
+  model->kv_pool = std::make_unique<KvPool>(model->backend.get(), model->config.kv_layout(),
+                                            options.kv_budget_bytes);
 #ifdef DLLM_HAVE_CUDA
   // The CUDA backend carves KV slabs out of a device arena: reserving the whole KV budget now
   // means admitting a sequence never calls cudaMalloc (engine/backend/cuda/cuda_backend.h).

@@ -11,15 +11,15 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/generation_config.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer.h"
 #include "engine/model/transformer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm {
 
 struct LoadOptions {
   std::string model_dir;
   std::string backend = "cpu";  // cpu | cuda
-  int cpu_threads = 0;          // 0: OpenBLAS default
+  int cpu_threads = 0;          // 0: one per hardware thread
   int64_t kv_budget_bytes = int64_t{1} << 30;
 };
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm {
@@ -250,20 +250,16 @@ absl::Status Validate(const ModelConfig& c, std::string_view source_std) {
       return error(absl::StrCat(name, " ", id, " is outside the vocabulary of ", c.vocab_size));
     }
   }
+  // A mask token that is also end-of-sequence makes every still-masked position look like
+  // the end of the answer: the model loads but answers nonsense.
+  if (c.mask_token_id >= 0 && c.mask_token_id == c.eos_token_id) {
+    return error(absl::StrCat("mask_token_id and eos_token_id are both ", c.mask_token_id,
+                              ": the mask token must differ from end-of-sequence"));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
-
-std::string_view ModelFamilyName(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kLlada:
-      return "LLaDA";
-    case ModelFamily::kDream:
-      return "Dream";
-  }
-  return "?";
-}
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
                                              std::string_view source_std) {

@@ -12,12 +12,10 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "engine/core/model_family.h"
+#include "engine/kv/kv_layout.h"
 
 namespace dllm {
-
-enum class ModelFamily { kLlada, kDream };
-
-std::string_view ModelFamilyName(ModelFamily family);
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kLlada;
@@ -45,9 +43,11 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   int32_t eot_token_id = -1;  // end of turn: <|eot_id|> / <|im_end|>; -1 if unknown
 
+  // What the KV pool needs of this config.
+  KvLayout kv_layout() const { return {num_layers, num_kv_heads, head_dim}; }
   // Bytes of K plus V for one position across all layers, in the given element size.
   int64_t KvBytesPerPosition(int bytes_per_element) const {
-    return int64_t{2} * num_layers * num_kv_heads * head_dim * bytes_per_element;
+    return kv_layout().BytesPerPosition(bytes_per_element);
   }
 };
 

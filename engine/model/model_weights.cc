@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/status_macros.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -21,18 +21,19 @@ struct LayerNames {
 struct FamilyNames {
   std::string embed, final_norm, lm_head;
   LayerNames layer;
+  std::string layers_field;  // the config.json field that declares the layer count
 };
 
 FamilyNames NamesFor(ModelFamily family) {
   switch (family) {
     case ModelFamily::kLlada:
-      return {
-          "model.transformer.wte.weight",
-          "model.transformer.ln_f.weight",
-          "model.transformer.ff_out.weight",
-          {"model.transformer.blocks.", ".attn_norm.weight", ".q_proj.weight", ".k_proj.weight",
-           ".v_proj.weight", ".attn_out.weight", ".ff_norm.weight", ".ff_proj.weight",
-           ".up_proj.weight", ".ff_out.weight", ".q_proj.bias", ".k_proj.bias", ".v_proj.bias"}};
+      return {"model.transformer.wte.weight",
+              "model.transformer.ln_f.weight",
+              "model.transformer.ff_out.weight",
+              {"model.transformer.blocks.", ".attn_norm.weight", ".q_proj.weight", ".k_proj.weight",
+               ".v_proj.weight", ".attn_out.weight", ".ff_norm.weight", ".ff_proj.weight",
+               ".up_proj.weight", ".ff_out.weight", ".q_proj.bias", ".k_proj.bias", ".v_proj.bias"},
+              "n_layers"};
     case ModelFamily::kDream:
       break;
   }
@@ -43,7 +44,8 @@ FamilyNames NamesFor(ModelFamily family) {
            ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.o_proj.weight",
            ".post_attention_layernorm.weight", ".mlp.gate_proj.weight", ".mlp.up_proj.weight",
            ".mlp.down_proj.weight", ".self_attn.q_proj.bias", ".self_attn.k_proj.bias",
-           ".self_attn.v_proj.bias"}};
+           ".self_attn.v_proj.bias"},
+          "num_hidden_layers"};
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -101,10 +103,18 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
   }
 
   const LayerNames& ln = names.layer;
-  w.layers.resize(config.num_layers);
+  // The layer count comes from config.json and is untrusted: check that the checkpoint holds
+  // the last declared layer before sizing anything by it (n_layers = 2^31-1 would otherwise
+  // abort with bad_alloc), and grow the vector only as layers resolve.
+  const std::string last = absl::StrCat(ln.prefix, config.num_layers - 1, ln.attn_norm);
+  if (!checkpoint.Get(last).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
+                     " layers but the checkpoint has no tensor '", last, "'"));
+  }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = absl::StrCat(ln.prefix, i);
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     DLLM_RETURN_IF_ERROR(r.Get(p + ln.attn_norm, {hidden}, &l.attn_norm));
     DLLM_RETURN_IF_ERROR(r.Get(p + ln.q, {q_rows, hidden}, &l.q));
     DLLM_RETURN_IF_ERROR(r.Get(p + ln.k, {kv_rows, hidden}, &l.k));

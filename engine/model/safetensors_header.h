@@ -10,10 +10,11 @@
 // is an object (nesting depth limited); every entry has a supported dtype (F32, F16, BF16;
 // any other is rejected by name), a shape of non-negative integers whose element count and
 // byte size do not overflow, and data_offsets with begin <= end <= data section size and
-// end - begin == elements * dtype size; each tensor's absolute file offset is a multiple of
-// its dtype size (so typed loads through the mapping are aligned); and no two non-empty
-// tensors overlap. Gaps and trailing bytes are allowed. Errors are InvalidArgument (or
-// DataLoss for a truncated file) and name the file and, where there is one, the tensor.
+// end - begin == elements * dtype size; and no two non-empty tensors overlap. Offsets need
+// not be multiples of the element size (such files exist and Hugging Face reads them), so
+// tensor bytes may be unaligned: readers use memcpy or byte loads. Gaps and trailing bytes are
+// allowed. Errors are InvalidArgument (or DataLoss for a truncated file) and name the file and,
+// where there is one, the tensor.
 //
 // It reads only the header bytes; tensor bytes are never touched. Thread-safe (no state).
 #ifndef DLLM_ENGINE_MODEL_SAFETENSORS_HEADER_H_

@@ -1,34 +1,11 @@
-// DType helpers and TensorView accessors (declared in checkpoint.h). Kept apart from the
+// TensorView accessors (declared in checkpoint.h). Kept apart from the
 // checkpoint loader so that the header parser and its fuzzer link without mmap code.
 #include <cstring>
 
+#include "engine/core/float16.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/float16.h"
 
 namespace dllm {
-
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-  }
-  return "?";
-}
-
-int DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-  }
-  return 0;
-}
 
 int64_t TensorView::NumElements() const {
   int64_t n = 1;

@@ -8,10 +8,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/backend/backend.h"
+#include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_debug.h"
 #include "engine/model/forward_plan.h"
-#include "engine/status_macros.h"
 
 namespace dllm {
 namespace {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace dllm {
 namespace {
@@ -91,6 +94,16 @@ void Sequence::EmitText(CommitEvent* event) {
 
 absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info) {
   const int step = decoder_.step();
+  // NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
+  // committing them would surface later as a misleading "token id -1" request error.
+  for (const RowStats& r : rows) {
+    if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
+        !std::isfinite(r.entropy_nats)) {
+      return absl::InternalError(absl::StrCat(
+          "the model produced non-finite logits (NaN or Inf) at position ", r.position, " in step ",
+          step, ": the weights are corrupt or the activations overflowed"));
+    }
+  }
   absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);
   if (!committed.ok()) return committed.status();
 

@@ -21,8 +21,8 @@
 #include "engine/decoding/utf8_stream.h"
 #include "engine/engine.h"
 #include "engine/model/step_batch.h"
-#include "engine/model/tokenizer.h"
 #include "engine/scheduler/step_executor.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm {
 

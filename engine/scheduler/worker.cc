@@ -30,6 +30,19 @@ absl::Status Worker::Enqueue(PendingRequest request) {
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("engine is draining or shut down");
   if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
+    // Queued requests whose deadline passed (or that their caller cancelled) must not hold
+    // a slot until the next step: move them out for the worker to finish, then re-check.
+    const absl::Time now = absl::Now();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (now >= it->request.deadline || cancel_requests_.contains(it->id)) {
+        evicted_.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
     return absl::ResourceExhaustedError(
         absl::StrCat("request queue is full (capacity ", options_.queue_capacity, ")"));
   }
@@ -72,14 +85,26 @@ void Worker::Loop() {
     {
       absl::MutexLock lock(&mu_);
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !active_.empty() || !queue_.empty() || stopping_;
+        return !active_.empty() || !queue_.empty() || !evicted_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&has_work));
-      if (stopping_ && queue_.empty() && active_.empty()) break;
+      if (stopping_ && queue_.empty() && active_.empty() && evicted_.empty()) break;
       cancels.swap(cancel_requests_);
       cancel_all = cancel_all_;
       cancel_all_message = cancel_all_message_;
       const absl::Time now = absl::Now();
+      // Evicted by Enqueue: expired, or cancelled by their caller.
+      for (PendingRequest& pending : evicted_) {
+        if (now >= pending.request.deadline) {
+          rejected.emplace_back(std::move(pending),
+                                absl::DeadlineExceededError("deadline passed while queued"));
+        } else {
+          rejected.emplace_back(
+              std::move(pending),
+              absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"));
+        }
+      }
+      evicted_.clear();
       for (auto it = queue_.begin(); it != queue_.end();) {
         if (cancel_all || cancels.contains(it->id)) {
           rejected.emplace_back(

@@ -44,7 +44,10 @@ class Worker {
   // Cancels everything left (final status CANCELLED) and joins the thread.
   ~Worker();
 
-  // RESOURCE_EXHAUSTED when the queue is at capacity, UNAVAILABLE when draining.
+  // RESOURCE_EXHAUSTED when the queue is at capacity, UNAVAILABLE when draining. A full
+  // queue first gives up the slots of queued requests whose deadline passed or whose caller
+  // cancelled them (they still get their final event, from the worker, with
+  // DEADLINE_EXCEEDED / CANCELLED), so expired requests never cause a rejection.
   absl::Status Enqueue(PendingRequest request);
   void Cancel(RequestId id);
   // Stops admitting, waits up to `timeout` for in-flight work, then cancels the rest; returns
@@ -64,6 +67,9 @@ class Worker {
 
   mutable absl::Mutex mu_;
   std::deque<PendingRequest> queue_ ABSL_GUARDED_BY(mu_);
+  // Taken out of queue_ by Enqueue (expired or cancelled); finished by the worker, since
+  // sinks run on the worker thread only. Still counted in in_flight_.
+  std::vector<PendingRequest> evicted_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<RequestId> cancel_requests_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -37,12 +37,12 @@
 #include "absl/strings/str_format.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_microbench.h"
+#include "engine/core/float16.h"
+#include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
-#include "engine/model/float16.h"
 #include "engine/model/forward_random_model.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/transformer.h"
-#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm {
@@ -323,7 +323,7 @@ absl::Status BenchModel(const std::string& label, const ModelConfig& config, dou
   DLLM_ASSIGN_OR_RETURN(transformer, Transformer::Create(config, host->weights, backend.get()));
   auto t2 = Clock::now();
   host.reset();
-  KvPool pool(backend.get(), config, int64_t{40} << 30);
+  KvPool pool(backend.get(), config.kv_layout(), int64_t{40} << 30);
   Bench b{transformer.get(), &pool, &config};
   const Counts counts = CountsOf(config);
   nlohmann::json& j = *out;

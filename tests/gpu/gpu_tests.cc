@@ -27,13 +27,13 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/core/float16.h"
+#include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
-#include "engine/model/float16.h"
 #include "engine/model/forward_debug.h"
 #include "engine/model/forward_random_model.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/transformer.h"
-#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -344,7 +344,7 @@ absl::StatusOr<Model> MakeModel(const ModelConfig& config, const ModelWeights& w
   Model m;
   DLLM_ASSIGN_OR_RETURN(t, Transformer::Create(config, weights, backend));
   m.transformer = std::move(t);
-  m.pool = std::make_unique<KvPool>(backend, config, int64_t{1} << 30);
+  m.pool = std::make_unique<KvPool>(backend, config.kv_layout(), int64_t{1} << 30);
   return m;
 }
 

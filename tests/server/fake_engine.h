@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/engine.h"
-#include "engine/model/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm::testing {
 

@@ -78,12 +78,19 @@ RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest&
                          RowStatsScratch* scratch) {
   kmath::EntropyState entropy;
   kmath::Top2 top2;
+  bool finite = true;
   for (int i = 0; i < vocab; ++i) {
+    finite &= std::isfinite(logits[i]);
     kmath::EntropyAdd(&entropy, logits[i]);
     kmath::Top2Add(&top2, logits[i], i);
   }
   RowStats stats;
   stats.position = request.position;
+  if (!finite) {  // see the header: the caller reports it instead of committing garbage
+    stats.argmax_token = stats.token = -1;
+    stats.argmax_prob = stats.entropy_nats = stats.margin = stats.token_prob = std::nanf("");
+    return stats;
+  }
   stats.argmax_token = top2.id1;
   stats.argmax_prob = kmath::EntropyStateProb(entropy, top2.value1);
   stats.entropy_nats = kmath::EntropyNats(entropy);

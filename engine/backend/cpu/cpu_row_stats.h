@@ -8,6 +8,9 @@
 // Hugging Face's rule) and then top-k (first k of that order), and the token is the Gumbel-max
 // argmax of logit/T + Gumbel(u) over the kept ids, u = CounterUniform(seed, position, step, id)
 // (ties: lowest id). token_prob is the untempered, unfiltered probability of the token.
+// A row with any NaN or infinite logit (corrupt or overflowing weights) has no meaningful
+// statistics: it yields argmax_token = token = -1 and NaN probabilities, which the scheduler
+// turns into an INTERNAL error naming the cause (Sequence::ApplyStep).
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_ROW_STATS_H_
 #define DLLM_ENGINE_BACKEND_CPU_CPU_ROW_STATS_H_
 
@@ -15,7 +18,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/model/step_batch.h"
+#include "engine/core/row_stats.h"
 
 namespace dllm {
 

@@ -16,8 +16,8 @@
 #include "engine/backend/cuda/cuda_index_math.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/gemm_lt.h"
-#include "engine/model/float16.h"
-#include "engine/status_macros.h"
+#include "engine/core/float16.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {

@@ -17,7 +17,7 @@ TEST_CASE("kv_pool: accounting, exhaustion and leak-free release") {
   const ModelConfig config = RandomModelConfig(ModelFamily::kDream, 64, 3, 4, 2, 96, 100, 4096);
   // 3 layers x 2 (K, V) x 2 kv heads x 16 dims x 4 bytes = 768 bytes per position.
   const int64_t per_position = 768;
-  KvPool pool(backend->get(), config, 100 * per_position);
+  KvPool pool(backend->get(), config.kv_layout(), 100 * per_position);
   CHECK(pool.BytesFor(10) == 10 * per_position);
   CHECK(pool.used_bytes() == 0);
   CHECK(pool.Fits(100));
@@ -55,7 +55,8 @@ TEST_CASE("kv_pool: concurrent allocations never exceed the budget") {
   auto backend = CreateBackend("cpu", 1);
   REQUIRE(backend.ok());
   const ModelConfig config = RandomModelConfig(ModelFamily::kLlada, 32, 1, 2, 2, 64, 50, 4096);
-  KvPool pool(backend->get(), config, 10 * config.KvBytesPerPosition(4));  // 3 slabs of 3 fit
+  KvPool pool(backend->get(), config.kv_layout(),
+              10 * config.KvBytesPerPosition(4));  // 3 slabs of 3 fit
   std::vector<std::thread> threads;
   // Catch2 assertions are not thread-safe: collect, then check on this thread.
   std::atomic<int> granted{0}, refused{0};

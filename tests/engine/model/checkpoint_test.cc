@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/model/float16.h"
+#include "engine/core/float16.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/safetensors_fixture.h"
 

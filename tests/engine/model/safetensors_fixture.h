@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/float16.h"
+#include "engine/core/float16.h"
 #include "nlohmann/json.hpp"
 
 namespace dllm::testing {

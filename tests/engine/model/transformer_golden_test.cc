@@ -46,7 +46,7 @@ void CheckFixture(const std::string& name) {
   REQUIRE(backend.ok());
   auto transformer = Transformer::Create(*config, *weights, backend->get());
   REQUIRE(transformer.ok());
-  KvPool pool(backend->get(), *config, int64_t{1} << 26);
+  KvPool pool(backend->get(), config->kv_layout(), int64_t{1} << 26);
 
   std::ifstream golden_file(dir + "/golden.json");
   REQUIRE(golden_file.good());

@@ -33,7 +33,7 @@ Harness MakeHarness(const ModelConfig& config, uint64_t seed = 11, int threads =
   auto t = Transformer::Create(config, h.model->weights, h.backend.get());
   REQUIRE(t.ok());
   h.transformer = std::move(*t);
-  h.pool = std::make_unique<KvPool>(h.backend.get(), config, int64_t{1} << 28);
+  h.pool = std::make_unique<KvPool>(h.backend.get(), config.kv_layout(), int64_t{1} << 28);
   return h;
 }
 
@@ -87,7 +87,7 @@ ModelConfig LladaConfig() {
 ModelConfig DreamConfig() {
   return RandomModelConfig(ModelFamily::kDream, 96, 2, 6, 2, 160, 320, 4096);
 }
-// Big enough that the GEMMs take OpenBLAS (weights above kSmallWeightElements).
+// Big enough for several GEMM column chunks, tile tails and multi-threaded GEMMs.
 ModelConfig MidConfig() {
   return RandomModelConfig(ModelFamily::kDream, 256, 2, 4, 2, 512, 1024, 4096);
 }

@@ -19,8 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_config.h"
-#include "engine/model/tokenizer.h"
 #include "engine/scheduler/step_executor.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace dllm::testing {
 

@@ -1,0 +1,36 @@
+// SamplingParams and RowStats: what the forward pass is asked and answers per predicted row.
+//
+// Core value types: the decoding layer fills SamplingParams and reads RowStats, the model
+// passes them through (model/step_batch.h), and the backend computes one from the other
+// (Backend::LogitsStats), so they live below all three.
+#ifndef DLLM_ENGINE_CORE_ROW_STATS_H_
+#define DLLM_ENGINE_CORE_ROW_STATS_H_
+
+#include <cstdint>
+
+namespace dllm {
+
+// How the forward pass turns a logit row into a proposed token.
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy argmax
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  uint64_t seed = 0;         // with (position, step), keys the counter-based RNG
+};
+
+// Everything the decoder and cache policy need about one predicted position.
+struct RowStats {
+  int32_t position = 0;
+  int32_t argmax_token = 0;  // lowest id among ties, over the full vocabulary
+  float argmax_prob = 0;     // softmax(logits)[argmax], temperature 1, full vocabulary
+  float entropy_nats = 0;    // -sum p log p of softmax(logits), temperature 1, full vocabulary
+  float margin = 0;          // p_top1 - p_top2 of the same distribution
+  // Proposed token: the argmax when temperature == 0, else a sample from the tempered,
+  // top-k/top-p filtered distribution keyed by (seed, position, step).
+  int32_t token = 0;
+  float token_prob = 0;  // untempered, unfiltered softmax probability of `token`
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_CORE_ROW_STATS_H_

@@ -1,0 +1,2 @@
+// Fixture for tests/layering: a backend header that includes the model layer above it.
+#include "engine/model/config.h"

@@ -1,0 +1,62 @@
+#include "engine/tokenizer/chat_template.h"
+
+#include <catch2/catch.hpp>
+
+namespace dllm {
+namespace {
+
+// Expected strings are the literal renderings given in the shared reference models.md
+// (§2.4 for LLaDA, §3.4 for Dream).
+TEST_CASE("LLaDA single user turn", "[chat_template]") {
+  const std::vector<ChatMessage> chat = {{"user", "  What is 2+2?\n"}};
+  auto text = RenderChat(ModelFamily::kLlada, chat);
+  REQUIRE(text.ok());
+  CHECK(*text ==
+        "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
+        "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST_CASE("LLaDA multi-turn has one BOS and trimmed turns and the assistant header",
+          "[chat_template]") {
+  const std::vector<ChatMessage> chat = {
+      {"system", "Be brief. "}, {"user", "Hi"}, {"assistant", " Hello!\u3000"}, {"user", "\tBye"}};
+  auto text = RenderChat(ModelFamily::kLlada, chat);
+  REQUIRE(text.ok());
+  CHECK(*text ==
+        "<|startoftext|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST_CASE("Dream single user turn gets the default system prompt", "[chat_template]") {
+  const std::vector<ChatMessage> chat = {{"user", " What is 2+2? "}};
+  auto text = RenderChat(ModelFamily::kDream, chat);
+  REQUIRE(text.ok());
+  CHECK(*text ==
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n What is "
+        "2+2? <|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_CASE("Dream keeps a given system prompt and untrimmed content", "[chat_template]") {
+  const std::vector<ChatMessage> chat = {
+      {"system", "You are terse."}, {"user", "Hi\n"}, {"assistant", "Hello"}, {"user", "Bye"}};
+  auto text = RenderChat(ModelFamily::kDream, chat);
+  REQUIRE(text.ok());
+  CHECK(*text ==
+        "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi\n<|im_end|>\n"
+        "<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+        "<|im_start|>assistant\n");
+}
+
+TEST_CASE("Chat template errors", "[chat_template]") {
+  CHECK(RenderChat(ModelFamily::kLlada, {}).status().code() == absl::StatusCode::kInvalidArgument);
+  const std::vector<ChatMessage> bad = {{"user", "x"}, {"tool", "y"}};
+  auto result = RenderChat(ModelFamily::kDream, bad);
+  REQUIRE_FALSE(result.ok());
+  CHECK_THAT(std::string(result.status().message()), Catch::Contains("tool"));
+}
+
+}  // namespace
+}  // namespace dllm

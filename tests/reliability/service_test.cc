@@ -1,0 +1,303 @@
+// Reliability of the gRPC service (issue 15, defects 4, 5, 6, 10 and the rejected-call log
+// storm), over a real loopback channel against the server tests' FakeEngine.
+#include <grpcpp/grpcpp.h>
+#include <prometheus/text_serializer.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <thread>
+
+#include "server/diffusion_service.h"
+#include "server/request_decoding.h"
+#include "tests/server/fake_engine.h"
+
+namespace dllm {
+namespace {
+
+// Counts TokenizeInput calls, to prove oversized prompts are refused before tokenizing.
+class CountingEngine : public testing::FakeEngine {
+ public:
+  using FakeEngine::FakeEngine;
+  absl::StatusOr<std::vector<int32_t>> TokenizeInput(
+      const GenerationRequest& request) const override {
+    tokenize_calls.fetch_add(1);
+    return FakeEngine::TokenizeInput(request);
+  }
+  mutable std::atomic<int> tokenize_calls{0};
+};
+
+class Harness {
+ public:
+  explicit Harness(ServerConfig config = {}, absl::Duration step = absl::Milliseconds(1))
+      : config_(std::move(config)),
+        logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
+        engine_(64, step, &metrics_) {
+    auto auth = TokenAuthenticator::Create(
+        config_.auth, [](const std::string&) { return std::optional<std::string>(); });
+    REQUIRE(auth.ok());
+    auth_ = *std::move(auth);
+    service_ = std::make_unique<DiffusionService>(config_, auth_.get(), &metrics_, &logger_);
+    REQUIRE(service_->AttachEngine(&engine_).ok());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_send_message_bytes));
+    server_ = builder.BuildAndStart();
+    REQUIRE(port != 0);
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = v1::DiffusionLM::NewStub(channel);
+  }
+  ~Harness() {
+    engine_.Drain(absl::Seconds(5));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+
+  v1::DiffusionLM::Stub& stub() { return *stub_; }
+  CountingEngine& engine() { return engine_; }
+  std::string log() { return log_.str(); }  // read once the calls of interest finished
+  int LogLines(const std::string& needle) {
+    std::istringstream in(log());
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
+    return n;
+  }
+  double Requests(const std::string& code) {
+    prometheus::TextSerializer serializer;
+    std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
+    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"" + code + "\"} ";
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+    }
+    return 0;
+  }
+  // Waits (bounded) until the server has recorded `n` generation calls in all.
+  double WaitForRecorded(double n) {
+    double total = 0;
+    for (int i = 0; i < 500; ++i) {
+      total = 0;
+      for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
+                               "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL"}) {
+        total += Requests(code);
+      }
+      if (total >= n) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return total;
+  }
+
+ private:
+  ServerConfig config_;
+  std::ostringstream log_;
+  Logger logger_;
+  ServerMetrics metrics_;
+  CountingEngine engine_;
+  std::unique_ptr<TokenAuthenticator> auth_;
+  std::unique_ptr<DiffusionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::DiffusionLM::Stub> stub_;
+};
+
+v1::GenerateRequest Prompt(const std::string& text, int tokens) {
+  v1::GenerateRequest r;
+  r.set_prompt(text);
+  r.set_max_new_tokens(tokens);
+  return r;
+}
+
+TEST_CASE("reliability: invalid UTF-8 is INVALID_ARGUMENT naming the field, logged, counted",
+          "[reliability][utf8]") {
+  Harness h;
+  // The C++ client serializes invalid UTF-8 in a string field (it only logs), so the server
+  // receives exactly what a hostile client would send.
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status =
+        h.stub().Generate(&context, Prompt("ok \xff\xfe bad", 4), &response);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);  // was UNIMPLEMENTED, ""
+    CHECK_THAT(status.error_message(), Catch::Contains("prompt") && Catch::Contains("UTF-8"));
+  }
+  {
+    v1::GenerateRequest request;
+    auto* m = request.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content("fine");
+    m = request.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content("\xc0\xaf overlong slash");
+    grpc::ClientContext context;
+    auto reader = h.stub().GenerateStream(&context, request);
+    v1::GenerateStreamResponse message;
+    while (reader->Read(&message)) {
+    }
+    const grpc::Status status = reader->Finish();
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("chat.messages[1].content"));
+  }
+  {
+    v1::TokenizeRequest request;
+    request.set_prompt("\xed\xa0\x80");  // a UTF-16 surrogate
+    grpc::ClientContext context;
+    v1::TokenizeResponse response;
+    const grpc::Status status = h.stub().Tokenize(&context, request, &response);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("prompt"));
+  }
+  CHECK(h.WaitForRecorded(2) == 2);
+  CHECK(h.Requests("INVALID_ARGUMENT") == 2);  // the two generation calls
+  CHECK(h.LogLines("not valid UTF-8") == 2);
+  // Valid multi-byte text still goes through.
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  CHECK(h.stub().Generate(&context, Prompt("héllo ✓ 😀", 3), &response).ok());
+}
+
+TEST_CASE("reliability: IsValidUtf8 agrees with the definition", "[reliability][utf8]") {
+  CHECK(IsValidUtf8(""));
+  CHECK(IsValidUtf8("plain ascii"));
+  CHECK(IsValidUtf8("\xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf"));
+  size_t bad = 99;
+  CHECK_FALSE(IsValidUtf8("ab\xff", &bad));
+  CHECK(bad == 2);
+  CHECK_FALSE(IsValidUtf8("\xc0\x80"));          // overlong NUL
+  CHECK_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong
+  CHECK_FALSE(IsValidUtf8("\xed\xbf\xbf"));      // surrogate
+  CHECK_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  CHECK_FALSE(IsValidUtf8("\xe2\x9c"));          // truncated
+  CHECK_FALSE(IsValidUtf8("\x80"));              // stray continuation
+}
+
+TEST_CASE("reliability: oversized prompts are refused before tokenizing", "[reliability]") {
+  Harness h;  // limits.max_prompt_bytes unset: 2048 tokens * 32 bytes = 65536
+  const std::string huge(1 << 20, 'a');
+  {
+    v1::TokenizeRequest request;
+    request.set_prompt(huge);
+    grpc::ClientContext context;
+    v1::TokenizeResponse response;
+    const grpc::Status status = h.stub().Tokenize(&context, request, &response);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(),
+               Catch::Contains("prompt") && Catch::Contains("limits.max_prompt_bytes (65536)"));
+  }
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status = h.stub().Generate(&context, Prompt(huge, 4), &response);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("limits.max_prompt_bytes"));
+  }
+  {
+    v1::GenerateRequest request;
+    auto* m = request.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content(huge);
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status = h.stub().Generate(&context, request, &response);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("chat.messages"));
+  }
+  CHECK(h.engine().tokenize_calls.load() == 0);
+  // An explicit limit wins over the derived one.
+  ServerConfig config;
+  config.limits.max_prompt_bytes = 10;
+  Harness small(config);
+  v1::TokenizeRequest request;
+  request.set_prompt("eleven byte");
+  grpc::ClientContext context;
+  v1::TokenizeResponse response;
+  CHECK(small.stub().Tokenize(&context, request, &response).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_CASE("reliability: a reply over max_send_message_bytes is counted as what the client got",
+          "[reliability]") {
+  ServerConfig config;
+  config.server.max_send_message_bytes = 1024;
+  Harness h(config);
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    const grpc::Status status = h.stub().Generate(&context, Prompt("x", 400), &response);
+    CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK_THAT(status.error_message(), Catch::Contains("max_send_message_bytes"));
+  }
+  {
+    grpc::ClientContext context;
+    auto reader = h.stub().GenerateStream(&context, Prompt("x", 400));
+    v1::GenerateStreamResponse message;
+    std::string text;
+    while (reader->Read(&message)) text += message.committed().text();
+    const grpc::Status status = reader->Finish();
+    CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK(text == testing::FakeEngine::ExpectedText(400));  // the deltas all arrived
+  }
+  CHECK(h.WaitForRecorded(2) == 2);
+  CHECK(h.Requests("OK") == 0);  // was 2: logged and counted as OK
+  CHECK(h.Requests("RESOURCE_EXHAUSTED") == 2);
+  // Small replies are unaffected.
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  CHECK(h.stub().Generate(&context, Prompt("x", 3), &response).ok());
+}
+
+TEST_CASE("reliability: expired calls count as DEADLINE_EXCEEDED, once each",
+          "[reliability][deadline]") {
+  Harness h(ServerConfig{}, absl::Milliseconds(2));
+  constexpr int kCalls = 16;
+  std::atomic<int> client_deadline{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(50 + 5 * i));
+      if (i % 2 == 0) {
+        v1::GenerateResponse response;
+        const grpc::Status status = h.stub().Generate(&context, Prompt("x", 500), &response);
+        client_deadline += status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      } else {
+        auto reader = h.stub().GenerateStream(&context, Prompt("x", 500));
+        v1::GenerateStreamResponse message;
+        while (reader->Read(&message)) {
+        }
+        client_deadline += reader->Finish().error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(client_deadline.load() == kCalls);
+  CHECK(h.WaitForRecorded(kCalls) == kCalls);
+  CHECK(h.Requests("DEADLINE_EXCEEDED") == kCalls);
+  CHECK(h.Requests("CANCELLED") == 0);  // was: most of them (the client's RST came first)
+}
+
+TEST_CASE("reliability: a storm of rejected calls is counted in full but logged sparingly",
+          "[reliability]") {
+  Harness h;
+  constexpr int kCalls = 300;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    v1::GenerateRequest request = Prompt("x", 4);
+    request.mutable_decoding()->set_top_p(5);  // INVALID_ARGUMENT
+    CHECK(h.stub().Generate(&context, request, &response).error_code() ==
+          grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  CHECK(h.Requests("INVALID_ARGUMENT") == kCalls);
+  const int lines = h.LogLines("request_done");
+  CHECK(lines >= 1);
+  CHECK(lines <= DiffusionService::kRejectedLogLinesPerSecond * (static_cast<int>(seconds) + 2));
+  if (seconds < 1.0) CHECK(lines < kCalls);
+}
+
+}  // namespace
+}  // namespace dllm
