@@ -5,7 +5,8 @@
 // (provisional canvas snapshots are dropped when a client reads slowly; committed deltas
 // and the final summary never are). Client cancellation and the call's deadline reach the
 // engine (Engine::Cancel, GenerationRequest::deadline). Every generation call, accepted or
-// rejected, is counted in dllm_requests_total{status} and logged as one `request_done` line.
+// rejected, is counted in dllm_requests_total{status,protocol="grpc"} and logged as one
+// `request_done` line. The HTTP API (http_server.h) uses Admit/FinalAbslStatus/RecordCall too.
 //
 // Generate, GenerateStream and Tokenize take their requests as raw bytes and parse them
 // with ParseRequestBytes (server/request_decoding.h), so that a string field holding invalid

@@ -129,6 +129,16 @@ def panels():
         (timeseries("Decision overhead fraction", [
             (f"sum(rate(dllm_decision_overhead_seconds_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "decision / step time"),
         ], "percentunit", "Share of step wall time spent in the cache policy and decoder decisions rather than the forward pass."), 12),
+        (row("Process"), 24),
+        (timeseries("Resident memory", [
+            (f"sum by (pod) (process_resident_memory_bytes{{{SEL}}})", "{{pod}}"),
+        ], "bytes", "Resident set size of each dllm-server process (weights, KV budget in use, buffers)."), 8),
+        (timeseries("CPU", [
+            (f"sum by (pod) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "{{pod}}"),
+        ], "short", "CPU seconds per second used by each dllm-server process (cores busy)."), 8),
+        (timeseries("Build", [
+            (f"sum by (version, backend, model) (dllm_build_info{{{SEL}}})", "{{version}} {{backend}} {{model}}"),
+        ], "short", "Pods per server version, backend and model (dllm_build_info); two lines at once mean a rollout in progress or mixed versions."), 8),
     ]
 
 
