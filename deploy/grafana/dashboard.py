@@ -78,9 +78,10 @@ def panels():
     """(panel, width) in display order; rows span the full width."""
     return [
         (row("Traffic"), 24),
-        (timeseries("Requests by status", [
-            (f"sum by (status) (rate(dllm_requests_total{{{SEL}}}[{RATE}]))", "{{status}}"),
-        ], "reqps", "Finished requests per second by final gRPC status (OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ...).", stack=True), 8),
+        (timeseries("Requests by status and protocol", [
+            (f"sum by (protocol, status) (rate(dllm_requests_total{{{SEL}}}[{RATE}]))",
+             "{{protocol}} {{status}}"),
+        ], "reqps", "Finished requests per second by transport (grpc, http: the OpenAI-compatible API) and final status, as a gRPC code name (OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = HTTP 429, ...).", stack=True), 8),
         (timeseries("Error ratio (server-side statuses)", [
             (f'(sum(rate(dllm_requests_total{{{SEL}, status=~"{ERROR_STATUSES}"}}[{RATE}])) or vector(0))'
              f" / sum(rate(dllm_requests_total{{{SEL}}}[{RATE}]))", "error ratio"),

@@ -47,12 +47,13 @@ DEFINITE = {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT", "RESOURC
 
 
 def server_counts(server):
-    """dllm_requests_total by status from the server's /metrics."""
+    """dllm_requests_total by status (summed over protocols) from the server's /metrics."""
     counts = {}
     for line in server.metrics_text().splitlines():
-        m = re.match(r'dllm_requests_total\{status="([A-Z_]+)"\} ([0-9.e+]+)$', line)
+        m = re.match(r'dllm_requests_total\{protocol="[a-z]+",status="([A-Z_]+)"\} ([0-9.e+]+)$',
+                     line)
         if m:
-            counts[m.group(1)] = int(float(m.group(2)))
+            counts[m.group(1)] = counts.get(m.group(1), 0) + int(float(m.group(2)))
     return {k: v for k, v in counts.items() if v}
 
 
