@@ -177,7 +177,8 @@ int Run(const Options& o) {
 
   const ModelConfig& c = *config;
   const int n = std::min(o.length, c.max_positions);
-  KvPool pool(backend->get(), c, std::max<int64_t>(int64_t{1} << 20, c.KvBytesPerPosition(4) * n));
+  KvPool pool(backend->get(), c.kv_layout(),
+              std::max<int64_t>(int64_t{1} << 20, c.KvBytesPerPosition(4) * n));
   auto slab = pool.Allocate(n);
   if (!slab.ok()) return Fail("kv slab", slab.status());
 
