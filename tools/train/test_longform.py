@@ -216,8 +216,12 @@ class ResumeTest(unittest.TestCase):
             sa, sb = a["opt"]["state"], b["opt"]["state"]
             for k in sa:
                 self.assertTrue(torch.equal(sa[k]["exp_avg"], sb[k]["exp_avg"]))
-            self.assertTrue(os.path.exists(os.path.join(tmp, "b-state", "latest",
-                                                        "model.safetensors")))
+            latest = os.path.join(tmp, "b-state", "latest")
+            self.assertTrue(os.path.exists(os.path.join(latest, "model.safetensors")))
+            # A warm start (the committed snapshot of a cut-off run) continues at its step.
+            run("c", "--warm-start", latest, "--max-steps", "6")
+            c = torch.load(os.path.join(tmp, "c-state", "ckpt.pt"))
+            self.assertEqual(c["step"], 6)
         finally:
             shutil.rmtree(tmp)
 
