@@ -98,6 +98,8 @@ def evaluate(model, tok, family, items, gen_length, batch_size=64, block_length=
                               "answer": it["answer"], "prompt_ids": enc[i],
                               "gen_length": gen_length, "output_ids": ids, "text": text,
                               "correct": check(text, it[answer_key])}
+                if "final" in it:
+                    records[i]["final"] = it["final"]
     return records
 
 
@@ -118,18 +120,33 @@ def main():
     ap.add_argument("--gen-length", type=int, default=None,
                     help="default: gen_length from the model's generation_config.json")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--limit", type=int, default=0, help="first N items only")
+    ap.add_argument("--batch", type=int, default=4, help="long-form: prompts per batch")
+    ap.add_argument("--padded", action="store_true",
+                    help="long-form: batch prompts of different lengths (padding keys masked; "
+                    "faster, equal up to rounding); default: equal lengths only, as recorded")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, cfg = modeling.load_checkpoint(args.model, torch.float32)
     family = common.family_of(cfg)
     tok = bpe.load(args.model)
-    g = args.gen_length
-    if g is None:
-        with open(os.path.join(args.model, "generation_config.json")) as f:
-            g = json.load(f)["gen_length"]
+    with open(os.path.join(args.model, "generation_config.json")) as f:
+        gcfg = json.load(f)
+    g = args.gen_length or gcfg["gen_length"]
     items = tasks.load_jsonl(args.split)
+    if args.limit:
+        items = items[:args.limit]
     t0 = time.time()
-    records = evaluate(model, tok, family, items, g)
+    if items and "final" in items[0]:
+        # Long-form suite: score the "#### " line; the model's block length (vanilla = blocks
+        # of 32, one token per step).
+        import longtrain  # noqa: F401  (puts tools/tasks on the path)
+        import longform
+        records = evaluate(model, tok, family, items, g, batch_size=args.batch,
+                           block_length=gcfg.get("block_length"), check=longform.check,
+                           answer_key="final", padded=args.padded)
+    else:
+        records = evaluate(model, tok, family, items, g)
     total, per = summarize(records)
     print(json.dumps({"model": args.model, "family": family, "items": len(records),
                       "gen_length": g, "exact_match": round(total, 4),
@@ -141,7 +158,7 @@ def main():
             for r in records:
                 f.write(json.dumps({k: r[k] for k in ("prompt", "prompt_ids", "gen_length",
                                                       "output_ids", "text", "correct",
-                                                      "answer", "family")},
+                                                      "answer", "final", "family") if k in r},
                                    ensure_ascii=False) + "\n")
 
 
