@@ -22,7 +22,11 @@ import json
 import os
 import time
 
-import torch
+import blas_env  # noqa: I100  (before torch: threads, OpenBLAS core type, malloc)
+
+blas_env.configure(threads=1)
+
+import torch  # noqa: E402
 
 import common
 from common import bpe, modeling, tasks
