@@ -3,7 +3,7 @@
 //
 //   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
-//              [--sweep tau=a:b:n [--sweep-out PREFIX]]
+//              [--sweep tau=a:b:n [--sweep-out PREFIX]] [--baseline SETTING]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -20,6 +20,21 @@
 // trimming whitespace of the answer cut at the first end token. tokens_per_s counts answer
 // tokens before the first end token over the setting's wall time.
 //
+// --baseline SETTING is measured first in the same run (after the warm-up) and every row
+// reports speedup_vs_baseline against it. SETTING = vanilla (the default: the paper's
+// baseline, block decoding in blocks of min(32, G), one token per step, low_confidence for
+// LLaDA / maskgit_plus for Dream, no cache) or DECODING_SPEC[@POLICY_SPEC] (policy default
+// none), e.g. block:block_length=32,threshold=0.9@dual.
+//
+// Rows also report steps_per_token (denoising steps per generated answer token),
+// rows_per_step, full_step_ratio and the time split between full and partial steps
+// (engine step wall time; with --batch > 1 a step counts as full when any sequence in it
+// refreshed fully).
+//
+// Tasks with a "final" field (the long-form suite, tools/tasks/longform.py) are scored on the
+// answer's last line starting with "#### " (its text must equal "final"); others on the
+// whole answer.
+//
 // --sweep tau=a:b:n additionally runs the entropy policy at n thresholds from a to b (k from
 // the first entropy --policy, else 32) and writes PREFIX.csv and, through gnuplot, PREFIX.png
 // (accuracy and speedup against tau).
@@ -33,10 +48,12 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +71,7 @@ namespace {
 struct Task {
   std::string prompt;
   std::string answer;
+  std::string final;  // non-empty: score the "#### " line against it (long-form tasks)
 };
 
 struct Setting {
@@ -72,6 +90,11 @@ struct Result {
   double decision_overhead_frac = 0;
   double steps = 0;  // mean per request
   double mean_committed_entropy = 0;
+  double steps_per_token = 0;
+  double full_step_seconds = 0;     // engine step time of steps with a full refresh
+  double partial_step_seconds = 0;  // ... and of the other steps
+  int64_t engine_full_steps = 0;
+  int64_t engine_partial_steps = 0;
   int64_t tokens = 0;
   int errors = 0;
   std::string rejected;  // Submit's error when the setting is invalid for this model
@@ -197,6 +220,50 @@ CacheParams ParsePolicy(const std::string& spec) {
 
 std::string Trim(absl::string_view s) { return std::string(absl::StripAsciiWhitespace(s)); }
 
+// The text after the last line that starts with "#### ", trimmed; nullopt when there is none
+// (tools/tasks/longform.py extract_final).
+std::optional<std::string> FinalLine(absl::string_view text) {
+  std::optional<std::string> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n'))
+    if (absl::ConsumePrefix(&line, "#### ")) out = Trim(line);
+  return out;
+}
+
+bool Correct(const Task& task, const std::string& text) {
+  if (task.final.empty()) return Trim(text) == Trim(task.answer);
+  return FinalLine(text) == task.final;
+}
+
+// Splits engine step time into steps with a full refresh and the rest. Called on the engine's
+// worker thread.
+class StepTimer final : public EngineObserver {
+ public:
+  struct Totals {
+    int64_t full_steps = 0, partial_steps = 0;
+    double full_seconds = 0, partial_seconds = 0;
+  };
+  void OnStep(const StepInfo& info) override {
+    absl::MutexLock lock(&mu_);
+    if (info.full_sequences > 0) {
+      ++totals_.full_steps;
+      totals_.full_seconds += info.seconds;
+    } else {
+      ++totals_.partial_steps;
+      totals_.partial_seconds += info.seconds;
+    }
+  }
+  Totals TakeTotals() {
+    absl::MutexLock lock(&mu_);
+    Totals t = totals_;
+    totals_ = Totals{};
+    return t;
+  }
+
+ private:
+  absl::Mutex mu_;
+  Totals totals_ ABSL_GUARDED_BY(mu_);
+};
+
 class WaitSink final : public EventSink {
  public:
   void OnCommit(const CommitEvent&) override {}
@@ -214,9 +281,10 @@ class WaitSink final : public EventSink {
   absl::Notification done_;
 };
 
-Result RunSetting(Engine& engine, const std::vector<Task>& tasks, const Setting& setting,
-                  int gen_length) {
+Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tasks,
+                  const Setting& setting, int gen_length) {
   Result r;
+  timer.TakeTotals();
   int64_t steps = 0, full = 0, rows = 0, correct = 0;
   double decision = 0, entropy = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -249,7 +317,7 @@ Result RunSetting(Engine& engine, const std::vector<Task>& tasks, const Setting&
         std::cerr << "request " << i << ": " << f.status << "\n";
         continue;
       }
-      correct += Trim(f.text) == Trim(tasks[i].answer) ? 1 : 0;
+      correct += Correct(tasks[i], f.text) ? 1 : 0;
       r.tokens += f.stats.generated_tokens;
       steps += f.stats.steps;
       full += f.stats.full_steps;
@@ -267,6 +335,12 @@ Result RunSetting(Engine& engine, const std::vector<Task>& tasks, const Setting&
   r.decision_overhead_frac = r.wall_s > 0 ? decision / r.wall_s : 0;
   r.steps = n ? steps / n : 0;
   r.mean_committed_entropy = n ? entropy / n : 0;
+  r.steps_per_token = r.tokens ? double(steps) / r.tokens : 0;
+  const StepTimer::Totals t = timer.TakeTotals();
+  r.full_step_seconds = t.full_seconds;
+  r.partial_step_seconds = t.partial_seconds;
+  r.engine_full_steps = t.full_steps;
+  r.engine_partial_steps = t.partial_steps;
   return r;
 }
 
@@ -319,8 +393,68 @@ const char* PolicyName(CachePolicyKind k) {
   return "?";
 }
 
+// The paper's vanilla baseline: block decoding, one token per step, no cache.
+Setting VanillaSetting(const ModelInfo& info, int gen_length) {
+  Setting s;
+  s.decoding_spec = "vanilla";
+  s.policy_spec = "none";
+  s.decoding = info.default_decoding;
+  s.decoding.schedule = Schedule::kBlock;
+  s.decoding.block_length = std::min(32, gen_length);
+  s.decoding.steps = gen_length;
+  s.decoding.confidence_threshold = 0;
+  s.decoding.temperature = 0;
+  s.decoding.remasking =
+      info.family == "dream" ? Remasking::kMaskgitPlus : Remasking::kLowConfidence;
+  s.cache = CacheParams{};
+  return s;
+}
+
+Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_length) {
+  if (spec == "vanilla") return VanillaSetting(info, gen_length);
+  std::pair<std::string, std::string> parts = absl::StrSplit(spec, absl::MaxSplits('@', 1));
+  Setting s;
+  s.decoding_spec = parts.first;
+  s.policy_spec = parts.second.empty() ? "none" : parts.second;
+  s.decoding = ParseDecoding(parts.first, info.default_decoding, gen_length);
+  s.cache = ParsePolicy(s.policy_spec);
+  return s;
+}
+
+nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Result& r,
+                       size_t n_tasks, int gen_length, int batch) {
+  nlohmann::json j;
+  j["model"] = info.family;
+  j["decoding"] = DecodingJson(setting.decoding);
+  j["policy"] = PolicyName(setting.cache.policy);
+  j["params"] = PolicyParams(setting.cache);
+  j["tasks"] = n_tasks;
+  j["gen_length"] = gen_length;
+  j["batch"] = batch;
+  j["accuracy"] = Round(r.accuracy, 4);
+  j["tokens_per_s"] = Round(r.tokens_per_s, 2);
+  j["steps_per_token"] = Round(r.steps_per_token, 4);
+  j["full_step_ratio"] = Round(r.full_step_ratio, 4);
+  j["rows_per_step"] = Round(r.rows_per_step, 2);
+  const double step_s = r.full_step_seconds + r.partial_step_seconds;
+  j["full_step_s"] = Round(r.full_step_seconds, 4);
+  j["partial_step_s"] = Round(r.partial_step_seconds, 4);
+  j["full_time_frac"] = Round(step_s > 0 ? r.full_step_seconds / step_s : 0, 4);
+  j["ms_per_full_step"] =
+      Round(r.engine_full_steps ? 1e3 * r.full_step_seconds / r.engine_full_steps : 0, 3);
+  j["ms_per_partial_step"] =
+      Round(r.engine_partial_steps ? 1e3 * r.partial_step_seconds / r.engine_partial_steps : 0, 3);
+  j["decision_overhead_frac"] = Round(r.decision_overhead_frac, 5);
+  j["steps"] = Round(r.steps, 2);
+  j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
+  j["wall_s"] = Round(r.wall_s, 3);
+  if (r.errors) j["errors"] = r.errors;
+  return j;
+}
+
 int Main(int argc, char** argv) {
   std::string model_dir, tasks_path, sweep, sweep_out = "dllm_bench_sweep", backend = "cpu";
+  std::string baseline_spec = "vanilla";
   std::vector<std::string> policies, decodings;
   int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
   for (int i = 1; i < argc; ++i) {
@@ -351,10 +485,13 @@ int Main(int argc, char** argv) {
       sweep = value();
     else if (arg == "--sweep-out")
       sweep_out = value();
+    else if (arg == "--baseline")
+      baseline_spec = value();
     else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
                    "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
-                   "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX]\n";
+                   "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX] "
+                   "[--baseline vanilla|DECODING[@POLICY]]\n";
       return 0;
     } else
       Die("unknown argument " + arg + " (see --help)");
@@ -378,14 +515,21 @@ int Main(int argc, char** argv) {
         Die(absl::StrCat(tasks_path, ":", line_no,
                          ": expected {\"prompt\": str, \"answer\": str}"));
       }
-      tasks.push_back({j["prompt"], j["answer"]});
+      Task task{j["prompt"], j["answer"], ""};
+      if (j.contains("final")) {
+        if (!j["final"].is_string()) Die(absl::StrCat(tasks_path, ":", line_no, ": bad final"));
+        task.final = j["final"];
+      }
+      tasks.push_back(std::move(task));
       if (limit > 0 && static_cast<int>(tasks.size()) >= limit) break;
     }
   }
   if (tasks.empty()) Die("no tasks in " + tasks_path);
 
+  StepTimer timer;  // outlives the engine
   EngineOptions options;
   options.model_dir = model_dir;
+  options.observer = &timer;
   options.backend = backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
   if (backend != "cpu" && backend != "cuda") Die("--backend must be cpu or cuda");
   options.max_batch_sequences = batch;
@@ -398,6 +542,22 @@ int Main(int argc, char** argv) {
   const ModelInfo& info = (*engine)->model_info();
   if (gen_length == 0) gen_length = info.default_max_new_tokens;
   if (gen_length > options.max_new_tokens_limit) Die("--gen-length exceeds 1024");
+
+  // The baseline, measured first (after an untimed warm-up: first-touch of weights and
+  // allocator pools would otherwise be charged to it).
+  const Setting baseline = ParseBaseline(baseline_spec, info, gen_length);
+  RunSetting(
+      **engine, timer,
+      std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
+      baseline, gen_length);
+  const Result base = RunSetting(**engine, timer, tasks, baseline, gen_length);
+  if (!base.rejected.empty()) Die("the baseline was rejected: " + base.rejected);
+  {
+    nlohmann::json j = RowJson(info, baseline, base, tasks.size(), gen_length, batch);
+    j["baseline"] = baseline_spec;
+    j["speedup_vs_baseline"] = 1.0;
+    std::cout << j.dump() << std::endl;
+  }
 
   if (decodings.empty()) decodings.push_back("");
   std::vector<CacheParams> caches;
@@ -434,7 +594,8 @@ int Main(int argc, char** argv) {
   if (!sweep_taus.empty()) {
     csv.open(sweep_out + ".csv");
     if (!csv) Die("cannot write " + sweep_out + ".csv");
-    csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step\n";
+    csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step,"
+           "speedup_vs_baseline\n";
   }
   for (const std::string& dspec : decodings) {
     const DecodingParams decoding =
@@ -458,13 +619,13 @@ int Main(int argc, char** argv) {
     // Warm-up (untimed): first-touch of weights and allocator pools would otherwise be
     // charged to the `none` baseline.
     RunSetting(
-        **engine,
+        **engine, timer,
         std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
         settings[0], gen_length);
     double none_tps = 0;
     for (size_t s = 0; s < settings.size(); ++s) {
       const Setting& setting = settings[s];
-      const Result r = RunSetting(**engine, tasks, setting, gen_length);
+      const Result r = RunSetting(**engine, timer, tasks, setting, gen_length);
       if (!r.rejected.empty()) {
         nlohmann::json j;
         j["decoding"] = DecodingJson(setting.decoding);
@@ -477,29 +638,16 @@ int Main(int argc, char** argv) {
       }
       if (s == 0) none_tps = r.tokens_per_s;  // settings[0] is always `none`
       const double speedup = none_tps > 0 ? r.tokens_per_s / none_tps : 0;
-      nlohmann::json j;
-      j["model"] = info.family;
-      j["decoding"] = DecodingJson(setting.decoding);
-      j["policy"] = PolicyName(setting.cache.policy);
-      j["params"] = PolicyParams(setting.cache);
-      j["tasks"] = tasks.size();
-      j["gen_length"] = gen_length;
-      j["batch"] = batch;
-      j["accuracy"] = Round(r.accuracy, 4);
-      j["tokens_per_s"] = Round(r.tokens_per_s, 2);
+      nlohmann::json j = RowJson(info, setting, r, tasks.size(), gen_length, batch);
       j["speedup_vs_none"] = Round(speedup, 3);
-      j["full_step_ratio"] = Round(r.full_step_ratio, 4);
-      j["rows_per_step"] = Round(r.rows_per_step, 2);
-      j["decision_overhead_frac"] = Round(r.decision_overhead_frac, 5);
-      j["steps"] = Round(r.steps, 2);
-      j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
-      j["wall_s"] = Round(r.wall_s, 3);
-      if (r.errors) j["errors"] = r.errors;
+      j["speedup_vs_baseline"] =
+          Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
       std::cout << j.dump() << std::endl;
       if (s >= caches.size() && csv.is_open()) {
         csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
             << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","
-            << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << "\n";
+            << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << ","
+            << (base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0) << "\n";
       }
     }
   }
@@ -512,11 +660,11 @@ int Main(int argc, char** argv) {
        << "set output '" << sweep_out << ".png'\n"
        << "set datafile separator ','\n"
        << "set key autotitle columnhead\n"
-       << "set xlabel 'speedup vs none'\n"
+       << "set xlabel 'speedup vs baseline (" << baseline_spec << ")'\n"
        << "set ylabel 'accuracy'\n"
        << "set title 'EntropyCache: accuracy vs speed (labels: tau)'\n"
-       << "plot '" << sweep_out << ".csv' using 6:4 with linespoints title 'entropy', '' using "
-       << "6:4:(sprintf('%.2f',$2)) with labels offset 1,1 notitle\n";
+       << "plot '" << sweep_out << ".csv' using 9:4 with linespoints title 'entropy', '' using "
+       << "9:4:(sprintf('%.2f',$2)) with labels offset 1,1 notitle\n";
     gp.close();
     const std::string cmd = "gnuplot '" + script + "'";
     if (std::system(cmd.c_str()) != 0)

@@ -260,7 +260,7 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(a.hidden, a.intermediate, bias=False)
         self.down_proj = nn.Linear(a.intermediate, a.hidden, bias=False)
 
-    def attention(self, x, cos, sin):
+    def attention(self, x, cos, sin, key_mask=None):
         a = self.a
         b, n, _ = x.shape
         q = self.q_proj(x).view(b, n, a.heads, a.head_dim).transpose(1, 2)
@@ -274,12 +274,14 @@ class Block(nn.Module):
             v = v.repeat_interleave(r, dim=1)
         acc = acc_dtype(q.dtype)
         scores = (q.to(acc) @ k.to(acc).transpose(-1, -2)) / math.sqrt(a.head_dim)
+        if key_mask is not None:  # padded batches: padding keys get no weight
+            scores = scores.masked_fill(~key_mask[:, None, None, :], -float("inf"))
         p = torch.softmax(scores, dim=-1).to(v.dtype)  # no mask: fully bidirectional
         o = (p @ v).transpose(1, 2).reshape(b, n, a.hidden)
         return self.o_proj(o)
 
-    def forward(self, h, cos, sin):
-        h = h + self.attention(self.attn_norm(h), cos, sin)
+    def forward(self, h, cos, sin, key_mask=None):
+        h = h + self.attention(self.attn_norm(h), cos, sin, key_mask)
         m = self.ffn_norm(h)
         return h + self.down_proj(F.silu(self.gate_proj(m)) * self.up_proj(m))
 
@@ -300,9 +302,12 @@ class DiffusionLM(nn.Module):
     def family(self):
         return self.arch.family
 
-    def forward(self, input_ids, return_hidden=False):
+    def forward(self, input_ids, return_hidden=False, key_mask=None):
         """input_ids: int64 [B,N]. Returns logits [B,N,V] (unshifted); with return_hidden
-        also the list of hidden states after each block ([B,N,hidden] each)."""
+        also the list of hidden states after each block ([B,N,hidden] each). key_mask: bool
+        [B,N], False for right-padding positions no row may attend to (training and batched
+        evaluation of sequences of different lengths; positions are unchanged, so row i of a
+        padded sequence equals row i of the unpadded one up to rounding)."""
         a = self.arch
         if input_ids.dim() == 1:
             input_ids = input_ids[None]
@@ -315,7 +320,7 @@ class DiffusionLM(nn.Module):
         h = self.embed(input_ids)
         hidden = []
         for blk in self.blocks:
-            h = blk(h, cos, sin)
+            h = blk(h, cos, sin, key_mask)
             hidden.append(h)
         logits = self.lm_head(self.final_norm(h))
         return (logits, hidden) if return_hidden else logits

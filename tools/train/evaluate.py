@@ -22,47 +22,78 @@ import json
 import os
 import time
 
-import torch
+import blas_env  # noqa: I100  (before torch: threads, OpenBLAS core type, malloc)
+
+blas_env.configure(threads=1)
+
+import torch  # noqa: E402
 
 import common
 from common import bpe, modeling, tasks
 
 
 @torch.no_grad()
-def decode_batch(model, family, prompts, gen_length, mask_id):
-    """prompts: int64 [B,P] (all the same length). Returns the answer region [B,G]."""
-    b, p = prompts.shape
-    x = torch.cat([prompts, torch.full((b, gen_length), mask_id, dtype=torch.long)], dim=1)
+def decode_batch(model, family, prompts, gen_length, mask_id, block_length=None):
+    """prompts: int64 [B,P] (all the same length). Returns the answer region [B,G].
+    block_length (default G): semi-autoregressive blocks; a step commits the most confident
+    masked position of the current block only (LLaDA generate.py, steps = gen_length)."""
+    return decode_padded(model, family, list(prompts), gen_length, mask_id,
+                         block_length, pad_id=0)
+
+
+@torch.no_grad()
+def decode_padded(model, family, prompts, gen_length, mask_id, block_length=None, pad_id=0):
+    """prompts: list of int64 [P_i] of any lengths. Each canvas is prompt + G masks, right
+    padded to the longest with keys masked out (the same sampler as unpadded decoding, up
+    to rounding). Returns the answer regions [B,G]."""
+    blk = block_length or gen_length
+    if gen_length % blk:
+        raise ValueError(f"gen_length {gen_length} is not a multiple of block {blk}")
+    b = len(prompts)
+    plens = torch.tensor([len(q) for q in prompts])
+    n = int(plens.max()) + gen_length
+    x = torch.full((b, n), pad_id, dtype=torch.long)
+    keys = torch.zeros((b, n), dtype=torch.bool)
+    for i, q in enumerate(prompts):
+        x[i, :len(q)] = torch.as_tensor(q)
+        x[i, len(q):len(q) + gen_length] = mask_id
+        keys[i, :len(q) + gen_length] = True
+    padded = bool((~keys).any())
     rows = torch.arange(b)
-    for _ in range(gen_length):
-        logits = model(x).float()
-        if family == "dream":
-            logits = logits[:, p - 1:p + gen_length - 1]
-        else:
-            logits = logits[:, p:p + gen_length]
+    shift = 1 if family == "dream" else 0
+    idx = plens[:, None] + torch.arange(gen_length)[None, :]  # answer positions [B,G]
+    for step in range(gen_length):
+        logits = model(x, key_mask=keys if padded else None).float()
+        logits = logits[rows[:, None], idx - shift]
         probs = torch.softmax(logits, dim=-1)
         conf, x0 = probs.max(dim=-1)  # first maximal index on ties
-        masked = x[:, p:] == mask_id
-        conf = torch.where(masked, conf, torch.full_like(conf, -float("inf")))
+        masked = x[rows[:, None], idx] == mask_id
+        block = step // blk
+        in_block = torch.zeros(gen_length, dtype=torch.bool)
+        in_block[block * blk:(block + 1) * blk] = True
+        conf = torch.where(masked & in_block, conf, torch.full_like(conf, -float("inf")))
         pos = conf.argmax(dim=-1)  # first maximal position on ties
-        x[rows, p + pos] = x0[rows, pos]
-    return x[:, p:]
+        x[rows, plens + pos] = x0[rows, pos]
+    return x[rows[:, None], idx]
 
 
-def evaluate(model, tok, family, items, gen_length, batch_size=64):
-    """Returns a list of generation records in the order of `items`."""
+def evaluate(model, tok, family, items, gen_length, batch_size=64, block_length=None,
+             check=tasks.check, answer_key="answer", padded=False):
+    """Returns a list of generation records in the order of `items`. check(text, item
+    [answer_key]) scores an output. padded: batch prompts of different lengths together
+    (faster; for validation) instead of grouping equal lengths (the recorded generations)."""
     sp = common.Specials(family, tok)
     enc = [common.prompt_ids(tok, family, it["prompt"]) for it in items]
     groups = collections.defaultdict(list)
-    for i, ids in enumerate(enc):
-        groups[len(ids)].append(i)
+    for i in sorted(range(len(enc)), key=lambda i: len(enc[i])):
+        groups[0 if padded else len(enc[i])].append(i)
     records = [None] * len(items)
     for plen in sorted(groups):
         idx = groups[plen]
         for s in range(0, len(idx), batch_size):
             chunk = idx[s:s + batch_size]
-            prompts = torch.tensor([enc[i] for i in chunk], dtype=torch.long)
-            out = decode_batch(model, family, prompts, gen_length, sp.mask)
+            out = decode_padded(model, family, [enc[i] for i in chunk], gen_length, sp.mask,
+                                block_length, sp.pad)
             for j, i in enumerate(chunk):
                 ids = out[j].tolist()
                 text = common.cut_answer(tok, sp, ids)
@@ -70,7 +101,9 @@ def evaluate(model, tok, family, items, gen_length, batch_size=64):
                 records[i] = {"prompt": it["prompt"], "family": it["family"],
                               "answer": it["answer"], "prompt_ids": enc[i],
                               "gen_length": gen_length, "output_ids": ids, "text": text,
-                              "correct": tasks.check(text, it["answer"])}
+                              "correct": check(text, it[answer_key])}
+                if "final" in it:
+                    records[i]["final"] = it["final"]
     return records
 
 
@@ -91,18 +124,33 @@ def main():
     ap.add_argument("--gen-length", type=int, default=None,
                     help="default: gen_length from the model's generation_config.json")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--limit", type=int, default=0, help="first N items only")
+    ap.add_argument("--batch", type=int, default=4, help="long-form: prompts per batch")
+    ap.add_argument("--padded", action="store_true",
+                    help="long-form: batch prompts of different lengths (padding keys masked; "
+                    "faster, equal up to rounding); default: equal lengths only, as recorded")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, cfg = modeling.load_checkpoint(args.model, torch.float32)
     family = common.family_of(cfg)
     tok = bpe.load(args.model)
-    g = args.gen_length
-    if g is None:
-        with open(os.path.join(args.model, "generation_config.json")) as f:
-            g = json.load(f)["gen_length"]
+    with open(os.path.join(args.model, "generation_config.json")) as f:
+        gcfg = json.load(f)
+    g = args.gen_length or gcfg["gen_length"]
     items = tasks.load_jsonl(args.split)
+    if args.limit:
+        items = items[:args.limit]
     t0 = time.time()
-    records = evaluate(model, tok, family, items, g)
+    if items and "final" in items[0]:
+        # Long-form suite: score the "#### " line; the model's block length (vanilla = blocks
+        # of 32, one token per step).
+        import longtrain  # noqa: F401  (puts tools/tasks on the path)
+        import longform
+        records = evaluate(model, tok, family, items, g, batch_size=args.batch,
+                           block_length=gcfg.get("block_length"), check=longform.check,
+                           answer_key="final", padded=args.padded)
+    else:
+        records = evaluate(model, tok, family, items, g)
     total, per = summarize(records)
     print(json.dumps({"model": args.model, "family": family, "items": len(records),
                       "gen_length": g, "exact_match": round(total, 4),
@@ -114,7 +162,7 @@ def main():
             for r in records:
                 f.write(json.dumps({k: r[k] for k in ("prompt", "prompt_ids", "gen_length",
                                                       "output_ids", "text", "correct",
-                                                      "answer", "family")},
+                                                      "answer", "final", "family") if k in r},
                                    ensure_ascii=False) + "\n")
 
 

@@ -30,11 +30,9 @@ import random
 import sys
 import time
 
-# Debian's libopenblas0-pthread starts its own worker threads regardless of
-# torch.set_num_threads; two trainers sharing two cores then spend half their time spinning
-# in the kernel. Must be set before torch loads OpenBLAS.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import blas_env  # noqa: E402  (thread counts and OpenBLAS core type, before torch loads)
+
+BLAS_NOTE = blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -153,7 +151,28 @@ def main():
     ap.add_argument("--bench", type=int, default=0, help="time this many steps and exit")
     ap.add_argument("--init-from", default=None,
                     help="continue from a saved model folder (its weights and tokenizer)")
+    long = ap.add_argument_group("long-form mode (--tasks long, tools/train/longtrain.py)")
+    long.add_argument("--tasks", choices=["tiny", "long"], default="tiny")
+    long.add_argument("--state-dir", default=None,
+                      help="checkpoint folder (default tools/train/out_long/<basename of --out>)")
+    long.add_argument("--resume", action="store_true", help="continue from --state-dir/ckpt.pt")
+    long.add_argument("--warm-start", default=None,
+                      help="start from a saved model folder (weights, tokenizer, step)")
+    long.add_argument("--ckpt-minutes", type=float, default=5.0)
+    long.add_argument("--val-items", type=int, default=36)
+    long.add_argument("--eval-batch", type=int, default=36)
+    long.add_argument("--curriculum-steps", type=int, default=3000)
+    long.add_argument("--shot-mask-prob", type=float, default=0.5)
+    long.add_argument("--block-length", type=int, default=32)
+    long.add_argument("--max-positions", type=int, default=1024)
     args = ap.parse_args()
+    print(time.strftime("%H:%M:%S"), BLAS_NOTE, flush=True)
+    if args.tasks == "long":
+        import longtrain
+        if args.state_dir is None:
+            args.state_dir = os.path.join(common.HERE, "out_long",
+                                          os.path.basename(os.path.normpath(args.out)))
+        return longtrain.run(args)
 
     t_start = time.time()
     torch.set_num_threads(args.threads)

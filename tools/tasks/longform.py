@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Seeded long-form task suite: few-shot prompts, step-by-step answers, a scored final line.
+
+This is the regime EntropyCache is built for (GSM8K-style few-shot chain of thought): prompts
+of 150-400 tokens (2-6 solved examples of the same family, then the question) and answers of
+64-200 tokens (a step-by-step trace, then a final line `#### <answer>` that is scored exactly).
+Token counts are those of the long models' own tokenizers (tools/train/train.py --longform;
+digits are single tokens in both families' pre-tokenizer regexes, which every family here
+relies on: a digit string is read and written one token per digit).
+
+Six families (one item = question + trace + final answer):
+
+  add      column addition of two 4-8 digit numbers, one line per column with the carry
+  sub      column subtraction (a > b) of 4-8 digit numbers, one line per column with the borrow
+  sort     sort 12-26 numbers (0-99): bucket by tens digit, sort each bucket, then the list
+  reverse  reverse a 30-50 digit string in chunks of 10
+  lookup   look up 7-10 keys in a 20-26 entry key=value table given once at the top of the prompt
+  count    count one word in a list of 16-40 words with a running tally
+
+Sizes have a `level` in [0, 1]: level 1 is the full range above (test and validation splits);
+the training stream can cap it (curriculum: short to long) and can use fewer few-shot
+examples than the splits' 2-6 (shorter, cheaper sequences early in training).
+
+Splits come from distinct seeds; validation and test questions are removed from training and
+test questions from validation (a question determines its answer, the few-shot examples do
+not change it).
+
+Usage:  python3 tools/tasks/longform.py --write   (regenerates tools/tasks/data_long/*.jsonl)
+"""
+import argparse
+import json
+import os
+import random
+import re
+
+FAMILIES = ["add", "sub", "sort", "reverse", "lookup", "count"]
+
+TEST_SEED = 11001
+VAL_SEED = 12002
+TRAIN_SEED = 13003
+N_TEST_PER_FAMILY = 100  # 600 test items
+N_VAL_PER_FAMILY = 20  # 120 validation items
+
+PROMPT_MIN, PROMPT_MAX = 150, 400  # prompt tokens (approx_tokens; checked with the tokenizers)
+ANSWER_MAX = 190  # answer tokens, so that answer + end-of-turn fits G = 192
+
+KEYS = ["ant", "bat", "bee", "cat", "cow", "dog", "eel", "elk", "emu", "fox", "gnu", "hen",
+        "jay", "owl", "pig", "ram", "rat", "yak", "ape", "asp", "boa", "cod", "doe", "ewe",
+        "hog", "kid", "koi", "pug", "ray", "sow", "tit", "wren", "crab", "deer", "duck", "frog",
+        "goat", "hare", "ibis", "lark", "lion", "mole", "moth", "mule", "newt", "seal", "swan",
+        "toad", "wolf", "worm"]
+COLORS = ["red", "blue", "green", "black", "white", "pink"]
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_long")
+
+_TOKEN_RX = re.compile(r" ?[A-Za-z]+|\d| ?[^\sA-Za-z\d]+\n*|\s*\n|\s+")
+
+
+def approx_tokens(text):
+    """A tokenizer-free estimate of the BPE token count: one token per digit, word, run of
+    punctuation, newline and space run (what the long tokenizers' regexes produce when every
+    word of the suite is one merged token). Used to size prompts; the real counts are
+    measured with the tokenizers (tools/train/longform_stats.py)."""
+    return len(_TOKEN_RX.findall(text))
+
+
+def _size(r, lo, hi, level):
+    """Integer in [lo, lo + level * (hi - lo)]."""
+    return r.randint(lo, lo + int(round(level * (hi - lo))))
+
+
+def _digits(r, n):
+    return r.randint(10 ** (n - 1), 10 ** n - 1)
+
+
+# Each generator returns (question, trace, final). The item's answer is trace + "#### final".
+
+
+def _add(r, level, ctx=None):
+    n = _size(r, 4, 8, level)
+    m = r.randint(4, n)
+    a, b = _digits(r, n), _digits(r, m)
+    if r.random() < 0.5:
+        a, b = b, a
+    width = max(len(str(a)), len(str(b)))
+    sa, sb = str(a).zfill(width), str(b).zfill(width)
+    lines = [f"{sa}+{sb}"]
+    carry = 0
+    for i in range(width):
+        x, y = int(sa[-1 - i]), int(sb[-1 - i])
+        s = x + y + carry
+        lines.append(f"{x}+{y}+{carry}={s}, write {s % 10}, carry {s // 10}")
+        carry = s // 10
+    if carry:
+        lines.append("write 1")
+    return f"What is {a} + {b}?", "\n".join(lines), str(a + b)
+
+
+def _sub(r, level, ctx=None):
+    n = _size(r, 4, 8, level)
+    m = r.randint(4, n)
+    a, b = _digits(r, n), _digits(r, m)
+    if a < b:
+        a, b = b, a
+    if a == b:
+        a += 1
+    width = len(str(a))
+    sa, sb = str(a), str(b).zfill(width)
+    lines = [f"{sa}-{sb}"]
+    borrow = 0
+    for i in range(width):
+        x, y = int(sa[-1 - i]), int(sb[-1 - i])
+        d = x - y - borrow
+        if d < 0:
+            lines.append(f"{x}-{y}-{borrow}<0, {x + 10}-{y}-{borrow}={d + 10}, write {d + 10}, "
+                         f"borrow 1")
+            borrow = 1
+        else:
+            lines.append(f"{x}-{y}-{borrow}={d}, write {d}, borrow 0")
+            borrow = 0
+    return f"What is {a} - {b}?", "\n".join(lines), str(a - b)
+
+
+def _sort(r, level, ctx=None):
+    n = _size(r, 12, 26, level)
+    xs = [r.randint(0, 99) for _ in range(n)]
+    lines = []
+    for tens in range(10):
+        bucket = sorted(x for x in xs if x // 10 == tens)
+        lines.append(f"{tens}x: " + (" ".join(map(str, bucket)) if bucket else "-"))
+    return ("Sort in ascending order: " + " ".join(map(str, xs)), "\n".join(lines),
+            " ".join(map(str, sorted(xs))))
+
+
+def _reverse(r, level, ctx=None):
+    n = _size(r, 30, 50, level)
+    s = "".join(str(r.randint(0, 9)) for _ in range(n))
+    chunks = [s[i:i + 10] for i in range(0, n, 10)]
+    lines = [f"{i + 1}: {c} -> {c[::-1]}" for i, c in enumerate(chunks)]
+    return f"Reverse the string {s}.", "\n".join(lines), s[::-1]
+
+
+def _lookup_table(r, level):
+    n = _size(r, 20, 26, level)
+    keys = r.sample(KEYS, n)
+    return [(k, r.randint(100, 999)) for k in keys]
+
+
+def _lookup(r, level, ctx):
+    table = dict(ctx)
+    k = _size(r, 7, 10, level)
+    keys = r.sample(list(table), k)
+    lines = [f"{key}={table[key]}" for key in keys]
+    return ("Look up " + ", ".join(keys) + ".", "\n".join(lines),
+            " ".join(str(table[key]) for key in keys))
+
+
+def _count(r, level, ctx=None):
+    n = _size(r, 16, 40, level)
+    target = r.choice(COLORS)
+    words = [target if r.random() < 0.35 else r.choice(COLORS) for _ in range(n)]
+    tally, lines = 0, []
+    for w in words:
+        tally += w == target
+        lines.append(f"{w} {tally}")
+    return (f"How many times does {target} appear in: " + " ".join(words) + "?",
+            "\n".join(lines), str(tally))
+
+
+GENERATORS = {"add": _add, "sub": _sub, "sort": _sort, "reverse": _reverse, "lookup": _lookup,
+              "count": _count}
+
+
+def answer_text(trace, final):
+    return f"{trace}\n#### {final}"
+
+
+def _shot_text(q, trace, final):
+    return f"Q: {q}\nA: {answer_text(trace, final)}"
+
+
+def make_item(r, family, level=1.0, shots=(2, 6), prompt_range=(PROMPT_MIN, PROMPT_MAX),
+              exclude=frozenset()):
+    """One item, or None when the drawn question is excluded. shots = (min, max) number of
+    solved examples; prompt_range bounds approx_tokens(prompt) (None: unbounded)."""
+    gen = GENERATORS[family]
+    ctx = _lookup_table(r, level) if family == "lookup" else None
+    q, trace, final = gen(r, level, ctx)
+    if approx_tokens(answer_text(trace, final)) > ANSWER_MAX:
+        return None
+    header = ""
+    if ctx is not None:
+        header = "Table:\n" + "\n".join(f"{k}={v}" for k, v in ctx) + "\n\n"
+    key = header + q
+    if key in exclude:
+        return None
+    lo, hi = prompt_range if prompt_range else (0, 10 ** 9)
+    want = r.randint(shots[0], shots[1])
+    tail = f"Q: {q}"
+    cost = approx_tokens(header) + approx_tokens(tail) + 2
+    examples, tries = [], 0
+    while len(examples) < shots[1] and tries < 40:
+        if len(examples) >= want and cost >= lo:
+            break
+        tries += 1
+        sq, st, sf = gen(r, level, ctx)
+        if sq == q:
+            continue
+        text = _shot_text(sq, st, sf)
+        c = approx_tokens(text) + 2
+        if cost + c > hi:
+            continue
+        examples.append(text)
+        cost += c
+    if len(examples) < shots[0] or cost < lo:
+        return None
+    prompt = header + "\n\n".join(examples + [tail])
+    return {"prompt": prompt, "answer": answer_text(trace, final), "final": final,
+            "family": family, "key": key}
+
+
+def generate(seed, n_per_family, exclude=frozenset()):
+    """n_per_family items per family with distinct questions (round-robin order), questions
+    (item["key"]) not in `exclude`."""
+    r = random.Random(seed)
+    seen = set(exclude)
+    per = {f: [] for f in FAMILIES}
+    for f in FAMILIES:
+        tries = 0
+        while len(per[f]) < n_per_family:
+            tries += 1
+            if tries > 100 * n_per_family + 1000:
+                raise RuntimeError(f"family {f}: cannot find {n_per_family} items")
+            it = make_item(r, f, exclude=seen)
+            if it is None:
+                continue
+            seen.add(it["key"])
+            per[f].append(it)
+    return [per[f][i] for i in range(n_per_family) for f in FAMILIES]
+
+
+def stream(seed, exclude, weights=None, level=lambda: 1.0, shots=lambda: (2, 6),
+           prompt_range=(PROMPT_MIN, PROMPT_MAX)):
+    """Endless training stream. level() and shots() are called per item, which lets a trainer
+    grow sizes and few-shot counts as it goes (curriculum); weights ({family: w}, missing
+    families weigh 1) set the family mix. Questions in `exclude` are skipped."""
+    r = random.Random(seed)
+    w = [float((weights or {}).get(f, 1.0)) for f in FAMILIES]
+    unknown = set(weights or {}) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown task families in weights: {sorted(unknown)}")
+    if min(w) < 0 or sum(w) <= 0:
+        raise ValueError(f"family weights must be >= 0 with a positive sum: {weights}")
+    while True:
+        f = r.choices(FAMILIES, weights=w)[0]
+        it = make_item(r, f, level(), shots(), prompt_range, exclude)
+        if it is not None:
+            yield it
+
+
+_FINAL_RX = re.compile(r"^#### (.*)$", re.M)
+
+
+def extract_final(output):
+    """The text after the last `#### ` line start, stripped; None when there is none."""
+    m = _FINAL_RX.findall(output)
+    return m[-1].strip() if m else None
+
+
+def check(output, final):
+    """Exact match of the final-answer line."""
+    return extract_final(output) == final
+
+
+def test_split():
+    return generate(TEST_SEED, N_TEST_PER_FAMILY)
+
+
+def val_split(test):
+    return generate(VAL_SEED, N_VAL_PER_FAMILY, exclude=frozenset(x["key"] for x in test))
+
+
+def load_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_splits():
+    """(test, val, exclude-set of questions for training), from the committed files when
+    present."""
+    tp, vp = os.path.join(DATA_DIR, "test.jsonl"), os.path.join(DATA_DIR, "val.jsonl")
+    if os.path.exists(tp) and os.path.exists(vp):
+        test, val = load_jsonl(tp), load_jsonl(vp)
+    else:
+        test = test_split()
+        val = val_split(test)
+    return test, val, frozenset(x["key"] for x in test + val)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true",
+                    help="write data_long/test.jsonl and data_long/val.jsonl")
+    args = ap.parse_args()
+    test = test_split()
+    val = val_split(test)
+    assert not {x["key"] for x in test} & {x["key"] for x in val}
+    if args.write:
+        os.makedirs(DATA_DIR, exist_ok=True)
+        for name, items in (("test", test), ("val", val)):
+            with open(os.path.join(DATA_DIR, name + ".jsonl"), "w", encoding="utf-8") as f:
+                for x in items:
+                    f.write(json.dumps(x, ensure_ascii=False) + "\n")
+    print(f"test {len(test)} val {len(val)}")
+    for f in FAMILIES:
+        xs = [x for x in test if x["family"] == f]
+        pl = [approx_tokens(x["prompt"]) for x in xs]
+        al = [approx_tokens(x["answer"]) for x in xs]
+        print(f"{f:8s} prompt~{min(pl)}..{max(pl)} mean {sum(pl) / len(pl):.0f}  "
+              f"answer~{min(al)}..{max(al)} mean {sum(al) / len(al):.0f}")
+    print(test[0]["prompt"] + "\n----\n" + test[0]["answer"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Long-form training mode of train.py (`train.py --tasks long`): the tools/tasks/longform.py
+suite, prompts of 150-400 tokens, a fixed answer region of G tokens (default 192).
+
+What differs from the tiny-task loop in train.py (the objective, init, optimizer, schedule,
+bf16-rounded validation and the saved model folder are shared):
+
+- Data is generated per step, not pooled: the batches of steps 4k..4k+3 come from one seeded
+  draw of 4 x batch items (sorted by length, split into 4 batches, so padding stays small),
+  seeded by (seed, k). A resumed run therefore sees exactly the batches an uninterrupted one
+  would.
+- Sequences of different lengths are right-padded; padding keys are masked out of attention.
+- Curriculum over the first --curriculum-steps steps: item sizes grow from 20% to 100% of
+  their range (longform `level`) and few-shot examples from 0 to the splits' 2-6.
+- --shot-mask-prob: that fraction of sequences also masks (at the same rate) the answers of
+  the solved examples inside the prompt, so one forward pass trains on 2-6x more answer
+  tokens; the rest is the plain SFT objective (prompt never masked).
+- State (fp32 weights, AdamW moments, step, RNG, best validation) goes to
+  --state-dir/ckpt.pt every --ckpt-minutes (atomically), with a bf16 model folder of the
+  latest weights in --state-dir/latest (for tools/train/snapshot_long.sh). --resume continues
+  from ckpt.pt; --warm-start DIR starts from a saved model folder (weights, tokenizer and the
+  step in its training_state.json; fresh optimizer).
+- Validation: exact match of the `#### ` line on the first --val-items of the validation split
+  (round-robin over families), decoded with the vanilla sampler in blocks of --block-length;
+  the best checkpoint is saved to --out; the curve is logged and appended to
+  --state-dir/val_curve.jsonl.
+"""
+import json
+import os
+import random
+import re
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import common
+import evaluate
+import train
+from common import bpe, modeling
+
+sys.path.insert(0, os.path.join(common.ROOT, "tools", "tasks"))
+import longform  # noqa: E402
+
+log = train.log
+_SHOT_RX = re.compile(r"A: (.*?\n#### [^\n]*)", re.S)
+
+
+def curriculum(step, steps):
+    """(level, (min shots, max shots), prompt range) at `step`."""
+    q = 1.0 if steps <= 0 else min(1.0, step / steps)
+    if q >= 1.0:
+        return 1.0, (2, 6), (longform.PROMPT_MIN, longform.PROMPT_MAX)
+    hi = int(round(6 * q))
+    return 0.2 + 0.8 * q, (min(hi, 2 if q >= 0.5 else 0), hi), (0, longform.PROMPT_MAX)
+
+
+def encode_item(tok, family, sp, item, g_len):
+    """(ids, prompt length, shot-answer token mask over the prompt)."""
+    text = bpe.render_chat(family, item["prompt"])
+    ids = tok.encode(text)
+    base = text.index(item["prompt"])
+    spans = [(base + m.start(1), base + m.end(1)) for m in _SHOT_RX.finditer(item["prompt"])]
+    shot = [False] * len(ids)
+    if spans:
+        pos = 0
+        for i, t in enumerate(ids):
+            piece = tok.decode([t], skip_special=False)
+            end = pos + len(piece)
+            shot[i] = any(s <= pos and end <= e for s, e in spans)
+            pos = end
+    region = common.answer_region(tok, sp, item["answer"], g_len)
+    if region is None:
+        return None
+    return ids + region, len(ids), shot
+
+
+def superstep_batches(k, args, tok, family, sp, exclude, weights):
+    """The 4 batches of steps 4k..4k+3: lists of (ids, plen, shot mask)."""
+    level, shots, prange = curriculum(4 * k, args.curriculum_steps)
+    st = longform.stream(args.seed * 1_000_003 + k, exclude, weights, level=lambda: level,
+                         shots=lambda: shots, prompt_range=prange)
+    enc = []
+    while len(enc) < 4 * args.batch:
+        e = encode_item(tok, family, sp, next(st), args.gen_length)
+        if e is not None:
+            enc.append(e)
+    enc.sort(key=lambda e: len(e[0]))
+    batches = [enc[i * args.batch:(i + 1) * args.batch] for i in range(4)]
+    random.Random(k).shuffle(batches)
+    return batches
+
+
+def make_tensors(batch, g_len, sp, shot_mask_prob, gen):
+    b = len(batch)
+    n = max(len(e[0]) for e in batch)
+    x0 = torch.full((b, n), sp.pad, dtype=torch.long)
+    keys = torch.zeros((b, n), dtype=torch.bool)
+    eligible = torch.zeros((b, n), dtype=torch.bool)
+    use_shots = torch.rand(b, generator=gen) < shot_mask_prob
+    for i, (ids, plen, shot) in enumerate(batch):
+        x0[i, :len(ids)] = torch.tensor(ids)
+        keys[i, :len(ids)] = True
+        eligible[i, plen:plen + g_len] = True
+        if use_shots[i]:
+            eligible[i, :plen] = torch.tensor(shot, dtype=torch.bool)
+    return x0, keys, eligible
+
+
+def save_state(path, model, opt, step, extra):
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "torch_rng": torch.get_rng_state(), **extra}, tmp)
+    os.replace(tmp, path)
+
+
+def run(args):
+    t_start = time.time()
+    torch.set_num_threads(args.threads)
+    family, g_len = args.family, args.gen_length
+    state_dir = args.state_dir
+    os.makedirs(state_dir, exist_ok=True)
+    ckpt_path = os.path.join(state_dir, "ckpt.pt")
+    tok_dir = os.path.join(state_dir, "tokenizer")
+
+    test, val, exclude = longform.load_splits()
+    weights = None
+    if args.family_weights:
+        weights = {k.strip(): float(v) for k, _, v in
+                   (item.partition("=") for item in args.family_weights.split(","))}
+    val_items = val[:args.val_items]
+
+    resume = args.resume and os.path.exists(ckpt_path)
+    if resume:
+        tok = bpe.load(tok_dir)
+    elif args.warm_start:
+        tok = bpe.load(args.warm_start)
+    else:
+        st = longform.stream(longform.TRAIN_SEED + args.seed, exclude, weights)
+        corpus = [next(st) for _ in range(args.tok_corpus)]
+        tok = bpe.build(family, [bpe.render_chat(family, x["prompt"]) + x["answer"]
+                                 for x in corpus], args.tok_vocab)
+    max_pos = args.max_positions
+    tok.save(tok_dir, model_max_length=max_pos)
+    sp = common.Specials(family, tok)
+    vocab_rows = (len(tok) + 63) // 64 * 64
+    log(f"tokenizer: base {len(tok.vocab)} merges {len(tok.merges)} size {len(tok)} "
+        f"rows {vocab_rows} mask {sp.mask} eot {sp.eot} eos {sp.eos}")
+
+    kv = args.kv_heads or args.heads
+    cfg = modeling.make_config(
+        common.MODEL_TYPE[family], args.hidden, args.layers, args.heads, kv, args.intermediate,
+        vocab_rows, args.rope_theta, 1e-5 if family == "llada" else 1e-6, max_pos,
+        sp.mask, sp.eos, sp.pad, sp.bos)
+    model = modeling.DiffusionLM(cfg)
+    train.init_weights(model, args.seed)
+    step, best, best_step, ema_loss = 0, -1.0, -1, None
+    if args.warm_start and not resume:
+        wm, wcfg = modeling.load_checkpoint(args.warm_start, torch.float32)
+        if wcfg != {**cfg, "torch_dtype": wcfg.get("torch_dtype")}:
+            raise SystemExit(f"--warm-start {args.warm_start}: config differs from the args")
+        model.load_state_dict(wm.state_dict())
+        with open(os.path.join(args.warm_start, "training_state.json")) as f:
+            step = int(json.load(f)["step"])
+        log(f"warm start from {args.warm_start} at step {step} (fresh optimizer)")
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model {family}: {n_params} params ({2 * n_params / 1e6:.2f} MB bf16), "
+        f"max positions {max_pos}, G {g_len}, block {args.block_length}")
+
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    torch.manual_seed(args.seed)
+    if resume:
+        st = torch.load(ckpt_path)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        torch.set_rng_state(st["torch_rng"])
+        step, best, best_step, ema_loss = st["step"], st["best"], st["best_step"], st["ema"]
+        log(f"resumed from {ckpt_path} at step {step} (best val {best:.4f} at {best_step})")
+    # The masking generator is re-seeded per step, so resumed runs mask like uninterrupted ones.
+    gen = torch.Generator()
+
+    def run_eval(step):
+        nonlocal best, best_step
+        m = train.rounded_copy(model)
+        te = time.time()
+        recs = evaluate.evaluate(m, tok, family, val_items, g_len, batch_size=args.eval_batch,
+                                 block_length=args.block_length, check=longform.check,
+                                 answer_key="final", padded=True)
+        acc, per = evaluate.summarize(recs)
+        improved = acc > best
+        log(f"eval step {step}: val exact {acc:.4f} "
+            + " ".join(f"{k}={v:.2f}" for k, v in per.items())
+            + f" ({time.time() - te:.1f}s){' *best*' if improved else ''}")
+        with open(os.path.join(state_dir, "val_curve.jsonl"), "a") as f:
+            f.write(json.dumps({"step": step, "val_exact": acc, "per_family": per,
+                                "loss_ema": ema_loss, "time": time.time()}) + "\n")
+        if improved:
+            best, best_step = acc, step
+            save_model(step, args.out, {"val_exact_match": acc, "val_per_family": per,
+                                        "val_items": len(val_items)})
+
+    def save_model(step, out_dir, extra):
+        info = {"family": family, "step": step, "argv": sys.argv, "args": vars(args),
+                "params": n_params, "tokenizer_size": len(tok), "tasks": "longform",
+                "block_length": args.block_length, **extra}
+        train.save_model(model, cfg, tok, family, g_len, out_dir, info)
+        with open(os.path.join(out_dir, "generation_config.json")) as f:
+            gcfg = json.load(f)
+        gcfg["block_length"] = args.block_length
+        with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+            json.dump(gcfg, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    def checkpoint(step):
+        save_state(ckpt_path, model, opt, step, {"best": best, "best_step": best_step,
+                                                 "ema": ema_loss, "args": vars(args)})
+        save_model(step, os.path.join(state_dir, "latest"), {"loss_ema": ema_loss})
+        log(f"checkpoint step {step} -> {ckpt_path}")
+
+    shift = 1 if family == "dream" else 0
+    t_ckpt = time.time()
+    t_train = time.time()
+    step0 = step
+    batches, batches_k = None, -1
+    while step < args.max_steps:
+        k = step // 4
+        if k != batches_k:
+            batches, batches_k = superstep_batches(k, args, tok, family, sp, exclude, weights), k
+        gen.manual_seed(args.seed * 1_000_003 + step)
+        x0, keys, eligible = make_tensors(batches[step % 4], g_len, sp, args.shot_mask_prob, gen)
+        b, n = x0.shape
+        t = (torch.arange(b, dtype=torch.float32) + torch.rand(b, generator=gen)) / b
+        t = t[torch.randperm(b, generator=gen)]
+        p_mask = (1 - args.eps) * t + args.eps
+        masked = (torch.rand(b, n, generator=gen) < p_mask[:, None]) & eligible
+        x = torch.where(masked, torch.full_like(x0, sp.mask), x0)
+        for group in opt.param_groups:
+            group["lr"] = train.lr_at(step, args.max_steps, args.lr, args.warmup)
+        logits = model(x, key_mask=keys)
+        if shift:  # Dream: row i-1 predicts token i
+            logits, tgt, msk = logits[:, :-1], x0[:, 1:], masked[:, 1:]
+        else:
+            tgt, msk = x0, masked
+        sel = msk.nonzero(as_tuple=True)
+        ce = F.cross_entropy(logits[sel], tgt[sel], reduction="none")
+        loss = (ce / p_mask[sel[0]]).sum() / eligible.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema_loss = loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
+        if args.bench and step - step0 >= args.bench:
+            el = time.time() - t_train
+            log(f"bench: {step - step0} steps in {el:.1f}s = {el / (step - step0):.3f}s/step "
+                f"(batch {args.batch}, last length {n})")
+            return
+        if step % 25 == 0:
+            level, shots, _ = curriculum(step, args.curriculum_steps)
+            log(f"step {step} loss {ema_loss:.4f} lr {opt.param_groups[0]['lr']:.2e} "
+                f"level {level:.2f} shots {shots} len {n} "
+                f"{(time.time() - t_train) / (step - step0):.2f}s/step "
+                f"elapsed {time.time() - t_start:.0f}s")
+        if step % args.eval_every == 0 or step == args.max_steps:
+            run_eval(step)
+        if time.time() - t_ckpt > args.ckpt_minutes * 60:
+            checkpoint(step)
+            t_ckpt = time.time()
+        if time.time() - t_start > args.minutes * 60:
+            log(f"wall-clock cap reached at step {step}")
+            break
+    checkpoint(step)
+    log(f"done: best val exact {best:.4f} at step {best_step}, "
+        f"total {time.time() - t_start:.0f}s")

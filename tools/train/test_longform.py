@@ -1,0 +1,230 @@
+"""Checks of the long-form task suite (tools/tasks/longform.py), the long-form training mode
+(stop and resume) and the OpenBLAS core-type choice.
+
+Run: /usr/bin/python3 -m unittest tools/train/test_longform.py   (from the repo root)
+"""
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import blas_env  # noqa: E402
+import common  # noqa: E402
+import longtrain  # noqa: E402
+import longform  # noqa: E402
+from common import bpe  # noqa: E402
+
+
+def question_of(item):
+    return item["prompt"].rsplit("Q: ", 1)[1]
+
+
+def solve(question, prompt):
+    """Independent answer from the question text (and the table in the prompt)."""
+    m = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\?", question)
+    if m:
+        a, b = int(m.group(1)), int(m.group(3))
+        return str(a + b if m.group(2) == "+" else a - b)
+    if question.startswith("Sort in ascending order: "):
+        return " ".join(str(v) for v in sorted(int(t) for t in question.split(":")[1].split()))
+    m = re.fullmatch(r"Reverse the string (\d+)\.", question)
+    if m:
+        return m.group(1)[::-1]
+    m = re.fullmatch(r"Look up (.*)\.", question)
+    if m:
+        table = dict(line.split("=") for line in prompt.split("\n\n")[0].split("\n")[1:])
+        return " ".join(table[k] for k in m.group(1).split(", "))
+    m = re.fullmatch(r"How many times does (\w+) appear in: (.*)\?", question)
+    if m:
+        return str(m.group(2).split().count(m.group(1)))
+    raise AssertionError(f"unknown question {question!r}")
+
+
+class LongformSuiteTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.test, cls.val, cls.exclude = longform.load_splits()
+
+    def test_committed_splits_are_reproducible(self):
+        test = longform.test_split()
+        self.assertEqual(test, self.test)
+        self.assertEqual(longform.val_split(test), self.val)
+        self.assertGreaterEqual(len(self.test), 500)
+        self.assertEqual({x["family"] for x in self.test}, set(longform.FAMILIES))
+        self.assertGreaterEqual(len(longform.FAMILIES), 5)
+
+    def test_splits_are_disjoint_and_training_excludes_them(self):
+        tk, vk = {x["key"] for x in self.test}, {x["key"] for x in self.val}
+        self.assertEqual(len(tk), len(self.test))
+        self.assertFalse(tk & vk)
+        st = longform.stream(longform.TRAIN_SEED + 1, self.exclude)
+        for _ in range(300):
+            self.assertNotIn(next(st)["key"], self.exclude)
+        # The training stream draws from the same distribution, so held-out keys do occur in
+        # it and are skipped: an excluded key is never produced even when drawn.
+        key = self.test[0]["key"]
+        st = longform.stream(longform.TRAIN_SEED + 1, frozenset([key]))
+        self.assertNotIn(key, {next(st)["key"] for _ in range(300)})
+
+    def test_answers_are_right(self):
+        for x in self.test + self.val:
+            q = question_of(x)
+            self.assertEqual(x["final"], solve(q, x["prompt"]), q)
+            self.assertTrue(x["answer"].endswith("\n#### " + x["final"]))
+            self.assertTrue(longform.check(x["answer"], x["final"]))
+
+    def test_few_shot_examples_are_right_and_counted(self):
+        for x in self.test + self.val:
+            shots = x["prompt"].split("\n\nQ: ")
+            if x["family"] == "lookup":
+                shots = shots[1:]  # the table comes first
+            else:
+                shots[0] = shots[0][len("Q: "):]
+            solved = shots[:-1]
+            self.assertTrue(2 <= len(solved) <= 6, x["prompt"])
+            for s in solved:
+                q, a = s.split("\nA: ", 1)
+                self.assertEqual(longform.extract_final(a), solve(q, x["prompt"]), q)
+                self.assertNotEqual(q, question_of(x))
+
+    def test_traces(self):
+        # The trace is the worked solution, not decoration: its written digits/lines give the
+        # answer independently of the final line.
+        for x in self.test:
+            trace = x["answer"].rsplit("\n#### ", 1)[0].split("\n")
+            f = x["family"]
+            if f in ("add", "sub"):
+                digits = [re.search(r"write (\d)", ln).group(1) for ln in trace[1:]]
+                self.assertEqual(str(int("".join(reversed(digits)))), x["final"])
+            elif f == "sort":
+                self.assertEqual(" ".join(v for ln in trace for v in ln.split(": ")[1].split()
+                                          if v != "-"), x["final"])
+            elif f == "reverse":
+                self.assertEqual("".join(ln.split(" -> ")[1] for ln in reversed(trace)),
+                                 x["final"])
+            elif f == "lookup":
+                self.assertEqual(" ".join(ln.split("=")[1] for ln in trace), x["final"])
+            elif f == "count":
+                self.assertEqual(trace[-1].split()[1], x["final"])
+
+    def test_lengths(self):
+        for x in self.test + self.val:
+            self.assertTrue(150 <= longform.approx_tokens(x["prompt"]) <= 400)
+            self.assertTrue(64 <= longform.approx_tokens(x["answer"]) <= 190)
+
+    def test_lengths_with_the_model_tokenizer(self):
+        # The real counts (the approximation above is exact for these tokenizers).
+        d = os.path.join(common.ROOT, "models", "llada-long")
+        if not os.path.exists(os.path.join(d, "tokenizer.json")):
+            self.skipTest("models/llada-long not trained yet")
+        tok = bpe.load(d)
+        for x in self.test[:120]:
+            self.assertEqual(len(tok.encode(x["prompt"])), longform.approx_tokens(x["prompt"]))
+            self.assertEqual(len(tok.encode(x["answer"])), longform.approx_tokens(x["answer"]))
+
+    def test_checker(self):
+        self.assertEqual(longform.extract_final("a\n#### 12 3 \n"), "12 3")
+        self.assertEqual(longform.extract_final("#### 1\nx\n#### 2"), "2")
+        self.assertIsNone(longform.extract_final("no final line #### 5"))
+        self.assertTrue(longform.check("t\n#### 42", "42"))
+        self.assertFalse(longform.check("t\n#### 421", "42"))
+        self.assertFalse(longform.check("t\n42", "42"))
+
+    def test_curriculum(self):
+        prev = (0.0, 0)
+        for step in range(0, 3001, 100):
+            level, (lo, hi), (pmin, pmax) = longtrain.curriculum(step, 2500)
+            self.assertTrue(0 < level <= 1 and 0 <= lo <= hi <= 6 and pmax == 400)
+            self.assertGreaterEqual((level, hi), prev)
+            prev = (level, hi)
+        self.assertEqual(longtrain.curriculum(2500, 2500),
+                         (1.0, (2, 6), (longform.PROMPT_MIN, longform.PROMPT_MAX)))
+        r = random.Random(5)
+        for _ in range(200):  # level 0.2 items are short
+            it = longform.make_item(r, r.choice(longform.FAMILIES), 0.2, (0, 0), (0, 400))
+            if it is not None:
+                self.assertNotIn("\nA: ", it["prompt"])
+
+    def test_shot_answer_mask(self):
+        tok = bpe.build("llada", [x["prompt"] + x["answer"] for x in self.val[:60]], 400)
+        sp = common.Specials("llada", tok)
+        x = self.test[0]
+        ids, plen, shot = longtrain.encode_item(tok, "llada", sp, x, 192)
+        self.assertEqual(len(ids), plen + 192)
+        text = tok.decode([i for i, s in zip(ids[:plen], shot) if s], skip_special=False)
+        shots = re.findall(r"A: (.*?\n#### [^\n]*)", x["prompt"], re.S)
+        self.assertEqual(text, "".join(shots))
+
+
+class BlasEnvTest(unittest.TestCase):
+    def test_candidates(self):
+        avx512 = {"avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd", "avx2", "fma"}
+        self.assertEqual(blas_env.candidates(avx512 | {"avx512_bf16"}),
+                         ["Cooperlake", "SkylakeX", "Haswell"])
+        self.assertEqual(blas_env.candidates(avx512), ["SkylakeX", "Haswell"])
+        self.assertEqual(blas_env.candidates({"avx2", "fma", "sse3"}), ["Haswell"])
+        self.assertEqual(blas_env.candidates({"sse3"}), [])
+
+    def test_probe_follows_the_environment(self):
+        env = dict(os.environ, OPENBLAS_CORETYPE="Prescott")
+        name = blas_env.probe(env)
+        if name is None:
+            self.skipTest("no OpenBLAS here")
+        self.assertEqual(name, "Prescott")
+
+
+class ResumeTest(unittest.TestCase):
+    """A run stopped after one step and resumed reaches bit-identical weights and optimizer
+    state to an uninterrupted run (data, masking and RNG are functions of the step)."""
+
+    def test_resume_is_exact(self):
+        import torch
+        tmp = tempfile.mkdtemp()
+        try:
+            base = [sys.executable, os.path.join(common.HERE, "train.py"), "--tasks", "long",
+                    "--family", "dream", "--kv-heads", "1", "--gen-length", "192",
+                    "--hidden", "32", "--layers", "1", "--heads", "2", "--intermediate", "64",
+                    "--tok-corpus", "100", "--tok-vocab", "400", "--batch", "2",
+                    "--curriculum-steps", "4", "--eval-every", "1000", "--max-steps", "5",
+                    "--val-items", "2", "--eval-batch", "2",
+                    "--warmup", "2", "--ckpt-minutes", "1000"]
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+
+            def run(name, *extra):
+                subprocess.run(base + ["--out", os.path.join(tmp, name), "--state-dir",
+                                       os.path.join(tmp, name + "-state"), *extra],
+                               check=True, env=env, capture_output=True)
+
+            run("a")
+            run("b", "--minutes", "0.00001")  # stops after its first step
+            first = torch.load(os.path.join(tmp, "b-state", "ckpt.pt"))
+            self.assertEqual(first["step"], 1)
+            run("b", "--resume")
+            a = torch.load(os.path.join(tmp, "a-state", "ckpt.pt"))
+            b = torch.load(os.path.join(tmp, "b-state", "ckpt.pt"))
+            self.assertEqual((a["step"], b["step"]), (5, 5))
+            for k in a["model"]:
+                self.assertTrue(torch.equal(a["model"][k], b["model"][k]), k)
+                self.assertFalse(torch.equal(a["model"][k], first["model"][k]) and
+                                 k.endswith("q_proj.weight"), k)
+            sa, sb = a["opt"]["state"], b["opt"]["state"]
+            for k in sa:
+                self.assertTrue(torch.equal(sa[k]["exp_avg"], sb[k]["exp_avg"]))
+            latest = os.path.join(tmp, "b-state", "latest")
+            self.assertTrue(os.path.exists(os.path.join(latest, "model.safetensors")))
+            # A warm start (the committed snapshot of a cut-off run) continues at its step.
+            run("c", "--warm-start", latest, "--max-steps", "6")
+            c = torch.load(os.path.join(tmp, "c-state", "ckpt.pt"))
+            self.assertEqual(c["step"], 6)
+        finally:
+            shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    unittest.main()
