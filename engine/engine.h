@@ -161,7 +161,8 @@ class EngineObserver {
 
   // One sampled partial step checked against a shadow full forward of the same canvas
   // (EngineOptions::shadow_sample_rate). The shadow writes a scratch KV slab, never the
-  // sequence's, and its time is in `seconds` only, not in StepInfo::seconds.
+  // sequence's, and its time is in `seconds` only, not in StepInfo::seconds. Called before
+  // the step's commits are applied, hence before the request's final event.
   enum ShadowRegion {
     kShadowPrompt = 0,    // prompt positions the partial step read from the cache
     kShadowDecodedOld,    // decoded answer tokens older than the recent k (cached)

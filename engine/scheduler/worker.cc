@@ -244,7 +244,11 @@ void Worker::RunStep() {
     }
     shadow_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
-    if (sample.has_value()) sample->seconds = shadow_seconds;
+    // Reported before the commits, so that it precedes the request's final event.
+    if (sample.has_value() && observer != nullptr) {
+      sample->seconds = shadow_seconds;
+      observer->OnShadowSample(*sample);
+    }
   }
   if (!status.ok()) {
     for (auto& seq : active_) seq->Finish(status, FinishReason::kError, observer);
@@ -261,10 +265,7 @@ void Worker::RunStep() {
   }
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
                  shadow_seconds;
-  if (observer != nullptr) {
-    if (sample.has_value()) observer->OnShadowSample(*sample);
-    observer->OnStep(info);
-  }
+  if (observer != nullptr) observer->OnStep(info);
 }
 
 void Worker::RetireDone() {
