@@ -74,7 +74,7 @@ std::vector<FinalEvent> RunAll(Engine& engine, const std::vector<GenerationReque
   return out;
 }
 
-// A mix of schedules and policies, with partial steps in most.
+// A mix of schedules and every policy, with partial steps in most.
 std::vector<GenerationRequest> Mix() {
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 8; ++i) {
@@ -118,6 +118,8 @@ std::vector<GenerationRequest> Mix() {
         r.cache.refresh_interval = 3;
         break;
     }
+    if (i == 4) r.cache.policy = CachePolicyKind::kDual;  // block schedule (i % 4 == 0)
+    if (i == 7) r.cache.policy = CachePolicyKind::kNone;
     reqs.push_back(r);
   }
   return reqs;
