@@ -97,11 +97,12 @@ Rate OwnGemmRate(int m, int n, int k, GemmWeightType type, ThreadPool* pool) {
   std::vector<float> x(static_cast<size_t>(m) * k, 0.01f), w(static_cast<size_t>(n) * k, 0.02f),
       y(static_cast<size_t>(m) * n);
   std::vector<uint16_t> w16(static_cast<size_t>(n) * k, 0x3ca4);  // bf16 0.02
+  std::vector<float> scratch;
   const GemmWeight gw{type == GemmWeightType::kBF16 ? static_cast<const void*>(w16.data())
                                                     : static_cast<const void*>(w.data()),
                       type, n, k};
   const Timing t =
-      TimeIt([&] { CpuGemm(x.data(), m, gw, nullptr, false, y.data(), pool); }, 3, 0.3);
+      TimeIt([&] { CpuGemm(x.data(), m, gw, nullptr, false, y.data(), pool, &scratch); }, 3, 0.3);
   const double gflop = 2.0 * m * n * k / 1e9;
   return {gflop / t.wall_s, gflop / t.cpu_s};
 }

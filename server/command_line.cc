@@ -20,7 +20,7 @@ absl::StatusOr<int> ParsePort(const std::string& flag, const std::string& value)
 
 const char* CommandLineUsage() {
   return "usage: dllm-server [--config PATH] [--model DIR] [--port N] [--backend cpu|cuda]\n"
-         "                   [--metrics-port N]\n";
+         "                   [--metrics-port N] [--http-port N]\n";
 }
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
@@ -36,8 +36,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       cl.help = true;
       continue;
     }
-    static constexpr absl::string_view kValued[] = {"--config", "--model", "--port", "--backend",
-                                                    "--metrics-port"};
+    static constexpr absl::string_view kValued[] = {"--config",  "--model",        "--port",
+                                                    "--backend", "--metrics-port", "--http-port"};
     bool valued = false;
     for (auto known : kValued) valued |= (flag == known);
     if (!valued) return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'"));
@@ -59,6 +59,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       absl::StatusOr<int> port = ParsePort(flag, *value);
       if (!port.ok()) return port.status();
       cl.metrics_port = *port;
+    } else if (flag == "--http-port") {
+      absl::StatusOr<int> port = ParsePort(flag, *value);
+      if (!port.ok()) return port.status();
+      cl.http_port = *port;
     } else if (flag == "--backend") {
       cl.backend = ParseBackend(*value);
       if (!cl.backend) {
@@ -74,6 +78,7 @@ absl::Status ApplyCommandLine(const CommandLine& cl, ServerConfig* config) {
   if (cl.model) config->engine.model = *cl.model;
   if (cl.backend) config->engine.backend = *cl.backend;
   if (cl.metrics_port) config->metrics.port = *cl.metrics_port;
+  if (cl.http_port) config->http.port = *cl.http_port;
   if (cl.port) {
     std::string& address = config->server.address;
     const size_t colon = address.rfind(':');

@@ -5,6 +5,7 @@
 //   --port N          port part of server.address
 //   --backend NAME    engine.backend (cpu | cuda)
 //   --metrics-port N  metrics.port (0 disables)
+//   --http-port N     http.port: the OpenAI-compatible HTTP API (0 disables)
 //   --help
 // Both "--flag value" and "--flag=value" are accepted.
 #ifndef DLLM_SERVER_COMMAND_LINE_H_
@@ -25,6 +26,7 @@ struct CommandLine {
   std::optional<int> port;
   std::optional<BackendKind> backend;
   std::optional<int> metrics_port;
+  std::optional<int> http_port;
   bool help = false;
 };
 

@@ -493,6 +493,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.metrics.port != 0 && c.metrics.address.empty()) {
     return Invalid("metrics.address", "must not be empty when metrics.port is set");
   }
+  if (auto st = CheckRange("http.port", c.http.port, 0, 65535); !st.ok()) return st;
+  if (auto st = CheckRange("http.threads", c.http.threads, 1, 4096); !st.ok()) return st;
+  if (c.http.port != 0 && c.http.address.empty()) {
+    return Invalid("http.address", "must not be empty when http.port is set");
+  }
   return absl::OkStatus();
 }
 
@@ -592,6 +597,14 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     MapReader r(top.Child("logging"), "logging", &error);
     r.ReadEnum("level", kLogLevels, &c.logging.level);
     r.ReadEnum("format", kLogFormats, &c.logging.format);
+    r.CheckUnknownKeys();
+  }
+  {
+    MapReader r(top.Child("http"), "http", &error);
+    r.Read("address", &c.http.address);
+    r.Read("port", &c.http.port);
+    r.Read("threads", &c.http.threads);
+    r.Read("model_name", &c.http.model_name);
     r.CheckUnknownKeys();
   }
   top.CheckUnknownKeys();

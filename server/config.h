@@ -100,6 +100,15 @@ struct MetricsSection {
   int port = 9400;  // Prometheus exposer port (/metrics); 0 disables metrics
 };
 
+// OpenAI-compatible HTTP API (server/http_server.h). Off unless a port is set; it shares the
+// gRPC side's engine queue, limits, auth, TLS (tls: section) and drain.
+struct HttpSection {
+  std::string address = "0.0.0.0";  // listen host
+  int port = 0;                     // 0 = no HTTP listener
+  int threads = 128;                // connection threads; each open stream holds one while it runs
+  std::string model_name;  // id in /v1/models and responses; empty = engine.model's folder name
+};
+
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 enum class LogFormat { kText, kJson };
 
@@ -118,6 +127,7 @@ struct ServerConfig {
   LimitsSection limits;
   MetricsSection metrics;
   LoggingSection logging;
+  HttpSection http;
 };
 
 // Parses YAML text. `source` names the file in error messages. Returns INVALID_ARGUMENT

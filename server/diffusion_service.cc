@@ -222,12 +222,16 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
           pending_.push_back(Pending{std::move(message), false});
         }
       }
+    }
+    // Recorded once the status is final (an oversized summary turns OK into
+    // RESOURCE_EXHAUSTED, which is what the client gets) and before the call can finish, so
+    // a client never sees a status the metrics do not have yet.
+    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
+    {
+      absl::MutexLock lock(&mu_);
       final_status_ = status;
       final_ready_ = true;
     }
-    // Recorded once the status is final (an oversized summary turns OK into
-    // RESOURCE_EXHAUSTED, which is what the client gets).
-    service_->RecordCall("GenerateStream", request_id_, status, &event, start_);
     Pump();  // Finish runs once every queued message is written
   }
 
@@ -376,7 +380,22 @@ bool DiffusionService::WaitForOpenCalls(absl::Duration timeout) const {
 
 absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* context,
                                               Engine** engine) const {
-  if (absl::Status st = auth_->Check(AuthorizationHeader(context)); !st.ok()) return st;
+  return CheckAvailable(AuthorizationHeader(context), engine);
+}
+
+bool DiffusionService::Serving() const {
+  absl::MutexLock lock(&mu_);
+  return engine_ != nullptr && !draining_;
+}
+
+RequestDefaults DiffusionService::Defaults() const {
+  absl::MutexLock lock(&mu_);
+  return defaults_;
+}
+
+absl::Status DiffusionService::CheckAvailable(std::optional<std::string_view> authorization,
+                                              Engine** engine) const {
+  if (absl::Status st = auth_->Check(authorization); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("server is shutting down");
   if (engine_ == nullptr) return absl::UnavailableError("model is loading");
@@ -395,8 +414,14 @@ std::string DiffusionService::LogId(const v1::GenerateRequest& request) {
 absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
     grpc::CallbackServerContext* context, const v1::GenerateRequest& request,
     const std::string& request_id) {
+  return Admit(AuthorizationHeader(context), CallDeadline(context), request, request_id);
+}
+
+absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
+    std::optional<std::string_view> authorization, absl::Time deadline,
+    const v1::GenerateRequest& request, const std::string& request_id) {
   Admitted out;
-  if (absl::Status st = CheckAvailable(context, &out.engine); !st.ok()) return st;
+  if (absl::Status st = CheckAvailable(authorization, &out.engine); !st.ok()) return st;
   RequestDefaults defaults;
   LimitsSection limits;
   {
@@ -419,31 +444,35 @@ absl::StatusOr<DiffusionService::Admitted> DiffusionService::Admit(
     out.request.messages.clear();
   }
   out.request.id = request_id;
-  out.request.deadline = CallDeadline(context);
+  out.request.deadline = deadline;
   return out;
 }
 
 grpc::Status DiffusionService::FinalStatus(const FinalEvent& event,
                                            const EngineRequestLink& link) const {
+  return ToGrpcStatus(FinalAbslStatus(event, link));
+}
+
+absl::Status DiffusionService::FinalAbslStatus(const FinalEvent& event,
+                                               const EngineRequestLink& link) const {
   const bool client_cancelled = link.cancelled();
   if (event.reason == FinishReason::kCancelled && client_cancelled &&
       link.cancelled_by_deadline()) {
-    return ToGrpcStatus(absl::DeadlineExceededError("deadline exceeded during generation"));
+    return absl::DeadlineExceededError("deadline exceeded during generation");
   }
   if (event.reason == FinishReason::kCancelled && !client_cancelled) {
     absl::MutexLock lock(&mu_);
     if (draining_) {
-      return ToGrpcStatus(
-          absl::UnavailableError("server shut down before the request finished (drain timeout)"));
+      return absl::UnavailableError("server shut down before the request finished (drain timeout)");
     }
   }
   if (event.reason == FinishReason::kDeadline && event.status.ok()) {
-    return ToGrpcStatus(absl::DeadlineExceededError("deadline exceeded during generation"));
+    return absl::DeadlineExceededError("deadline exceeded during generation");
   }
   if (event.reason == FinishReason::kCancelled && event.status.ok()) {
-    return ToGrpcStatus(absl::CancelledError("request cancelled"));
+    return absl::CancelledError("request cancelled");
   }
-  return ToGrpcStatus(event.status);
+  return event.status;
 }
 
 grpc::Status DiffusionService::CheckReplySize(const google::protobuf::Message& reply) const {
@@ -466,9 +495,9 @@ grpc::Status DiffusionService::SerializeReply(const google::protobuf::Message& r
 
 void DiffusionService::RecordCall(const char* method, const std::string& request_id,
                                   const grpc::Status& status, const FinalEvent* event,
-                                  absl::Time start) {
+                                  absl::Time start, const char* protocol) {
   const char* code = GrpcCodeName(status.error_code());
-  if (metrics_ != nullptr) metrics_->CountRequest(code);
+  if (metrics_ != nullptr) metrics_->CountRequest(code, protocol);
   // Calls rejected before they ran (queue full, bad token, bad field, draining) can come in
   // storms; their log lines are rate-limited (the metric above still counts every one).
   int64_t suppressed = 0;
@@ -476,6 +505,7 @@ void DiffusionService::RecordCall(const char* method, const std::string& request
   LogFields fields = {
       {"id", request_id},
       {"method", std::string(method)},
+      {"protocol", std::string(protocol)},
       {"status", std::string(code)},
   };
   if (event != nullptr) {

@@ -5,7 +5,8 @@
 // (provisional canvas snapshots are dropped when a client reads slowly; committed deltas
 // and the final summary never are). Client cancellation and the call's deadline reach the
 // engine (Engine::Cancel, GenerationRequest::deadline). Every generation call, accepted or
-// rejected, is counted in dllm_requests_total{status} and logged as one `request_done` line.
+// rejected, is counted in dllm_requests_total{status,protocol="grpc"} and logged as one
+// `request_done` line. The HTTP API (http_server.h) uses Admit/FinalAbslStatus/RecordCall too.
 //
 // Generate, GenerateStream and Tokenize take their requests as raw bytes and parse them
 // with ParseRequestBytes (server/request_decoding.h), so that a string field holding invalid
@@ -24,7 +25,9 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/synchronization/mutex.h"
 #include "dllm/v1/dllm.grpc.pb.h"
@@ -92,9 +95,14 @@ class DiffusionService final : public DiffusionServiceBase {
   std::string LogId(const v1::GenerateRequest& request);
   absl::StatusOr<Admitted> Admit(grpc::CallbackServerContext* context,
                                  const v1::GenerateRequest& request, const std::string& request_id);
+  // The transport-neutral form (used by the HTTP API): `authorization` is the value of the
+  // authorization header (nullopt when absent), `deadline` the request's deadline.
+  absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
+                                 const v1::GenerateRequest& request, const std::string& request_id);
   // Final gRPC status for an engine final event (see SetDraining); a cancellation that came
   // with the deadline is DEADLINE_EXCEEDED (EngineRequestLink::cancelled_by_deadline).
   grpc::Status FinalStatus(const FinalEvent& event, const EngineRequestLink& link) const;
+  absl::Status FinalAbslStatus(const FinalEvent& event, const EngineRequestLink& link) const;
   // RESOURCE_EXHAUSTED naming the size when `reply` exceeds server.max_send_message_bytes.
   grpc::Status CheckReplySize(const google::protobuf::Message& reply) const;
   // CheckReplySize, then serializes `reply` into `out`.
@@ -103,8 +111,18 @@ class DiffusionService final : public DiffusionServiceBase {
   void CallOpened();
   void CallClosed();
   // Counts and logs one finished generation call. `event` is null when it never ran.
+  // `protocol` is the metrics label: "grpc" or "http".
   void RecordCall(const char* method, const std::string& request_id, const grpc::Status& status,
-                  const FinalEvent* event, absl::Time start);
+                  const FinalEvent* event, absl::Time start, const char* protocol = "grpc");
+
+  // Authenticates and returns the engine; UNAUTHENTICATED, or UNAVAILABLE while the model
+  // loads or the server drains.
+  absl::Status CheckAvailable(std::optional<std::string_view> authorization, Engine** engine) const;
+  // True when generation calls are accepted (engine attached, not draining).
+  bool Serving() const;
+  // The effective request defaults (valid once AttachEngine succeeded).
+  RequestDefaults Defaults() const;
+  const ServerConfig& config() const { return config_; }
 
  private:
   absl::Status CheckAvailable(grpc::CallbackServerContext* context, Engine** engine) const;

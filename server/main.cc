@@ -33,6 +33,7 @@
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/http_server.h"
 #include "server/listen_probe.h"
 #include "server/logger.h"
 #include "server/metrics.h"
@@ -219,6 +220,20 @@ int Run(int argc, char** argv) {
                                   ? " (another process, perhaps another dllm-server, holds it)"
                                   : "")));
   }
+  // The OpenAI-compatible HTTP API (off unless http.port is set): same service, same engine.
+  std::unique_ptr<HttpServer> http;
+  if (config.http.port != 0) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(config, &service, &logger);
+    if (!started.ok()) {
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail("http", started.status());
+    }
+    http = *std::move(started);
+    logger.Info("http_listening", {{"address", config.http.address},
+                                   {"port", int64_t{http->port()}},
+                                   {"tls", config.tls.enabled()}});
+  }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   // The default health service knows only "" until a service's status is set explicitly;
   // from then on SetServingStatus(bool) updates both.
@@ -284,6 +299,10 @@ int Run(int argc, char** argv) {
   // to the transport, and give the kernel a moment to send them.
   service.WaitForOpenCalls(absl::FromChrono(kShutdownGrace));
   absl::SleepFor(kFinalFlush);
+  // HTTP: close the listener and wait for its connection threads, i.e. until every HTTP
+  // response (all of which have their final events now) is written; idle keep-alive
+  // connections delay this by at most the keep-alive timeout.
+  if (http != nullptr) http->Stop();
   engine->reset();
   logger.Info("stopped");
   std::cerr.flush();

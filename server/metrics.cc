@@ -41,7 +41,7 @@ ServerMetrics::ServerMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
                     .Name("dllm_requests_total")
-                    .Help("Finished generation calls by gRPC status code name")
+                    .Help("Finished generation calls by gRPC status code name and protocol")
                     .Register(*registry_)),
       build_info_(prometheus::BuildGauge()
                       .Name("dllm_build_info")
@@ -119,12 +119,14 @@ ServerMetrics::ServerMetrics()
   // Pre-create the common series so that rate() queries see zeros instead of nothing.
   for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
                            "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "INTERNAL"}) {
-    requests_.Add({{"status", code}});
+    for (const char* protocol : {"grpc", "http"}) {
+      requests_.Add({{"status", code}, {"protocol", protocol}});
+    }
   }
 }
 
-void ServerMetrics::CountRequest(const std::string& status_code_name) {
-  requests_.Add({{"status", status_code_name}}).Increment();
+void ServerMetrics::CountRequest(const std::string& status_code_name, const std::string& protocol) {
+  requests_.Add({{"status", status_code_name}, {"protocol", protocol}}).Increment();
 }
 
 void ServerMetrics::SetBuildInfo(const std::string& version, const std::string& backend,

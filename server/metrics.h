@@ -1,8 +1,10 @@
 // Prometheus metrics of dllm-serve (names are a contract with deploy/ dashboards and alerts;
 // do not rename). Implemented as the engine's EngineObserver plus server-side counters.
 //
-//   dllm_requests_total{status}            counter: finished Generate/GenerateStream calls by
-//                                          gRPC code name (OK, CANCELLED, INVALID_ARGUMENT, ...)
+//   dllm_requests_total{status,protocol}   counter: finished generation calls by gRPC code
+//                                          name (OK, CANCELLED, INVALID_ARGUMENT, ...) and
+//                                          transport (protocol="grpc" | "http"; HTTP errors
+//                                          are counted under the gRPC name of their status)
 //   dllm_request_duration_seconds          histogram: submission to final event (accepted requests)
 //   dllm_queue_wait_seconds                histogram: submission to admission
 //   dllm_time_to_first_commit_seconds      histogram: submission to first committed token
@@ -67,8 +69,9 @@ class ServerMetrics : public EngineObserver {
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
-  // Counts one finished generation call under its gRPC code name.
-  void CountRequest(const std::string& status_code_name);
+  // Counts one finished generation call under its gRPC code name and its transport
+  // ("grpc" or "http").
+  void CountRequest(const std::string& status_code_name, const std::string& protocol = "grpc");
   // Sets dllm_build_info{version,backend,model} = 1 (call once, after the model loaded).
   void SetBuildInfo(const std::string& version, const std::string& backend,
                     const std::string& model);

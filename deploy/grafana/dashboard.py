@@ -78,9 +78,10 @@ def panels():
     """(panel, width) in display order; rows span the full width."""
     return [
         (row("Traffic"), 24),
-        (timeseries("Requests by status", [
-            (f"sum by (status) (rate(dllm_requests_total{{{SEL}}}[{RATE}]))", "{{status}}"),
-        ], "reqps", "Finished requests per second by final gRPC status (OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ...).", stack=True), 8),
+        (timeseries("Requests by status and protocol", [
+            (f"sum by (protocol, status) (rate(dllm_requests_total{{{SEL}}}[{RATE}]))",
+             "{{protocol}} {{status}}"),
+        ], "reqps", "Finished requests per second by transport (grpc, http: the OpenAI-compatible API) and final status, as a gRPC code name (OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = HTTP 429, ...).", stack=True), 8),
         (timeseries("Error ratio (server-side statuses)", [
             (f'(sum(rate(dllm_requests_total{{{SEL}, status=~"{ERROR_STATUSES}"}}[{RATE}])) or vector(0))'
              f" / sum(rate(dllm_requests_total{{{SEL}}}[{RATE}]))", "error ratio"),
@@ -144,6 +145,16 @@ def panels():
             (f"sum(rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_partial_steps_total{{{SEL}}}[{RATE}]))", "sampled / partial sequence-steps"),
             (f"sum(rate(dllm_cache_shadow_seconds_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "shadow time / step time"),
         ], "percentunit", "How many partial steps the shadow sampler checked (at most one per engine step, none while requests queue) and what it cost, relative to the serving steps."), 12),
+        (row("Process"), 24),
+        (timeseries("Resident memory", [
+            (f"max by (pod) (process_resident_memory_bytes{{{SEL}}})", "{{pod}}"),
+        ], "bytes", "Resident set size per pod. Flat under steady load once warm; steady growth is a leak."), 8),
+        (timeseries("CPU", [
+            (f"sum by (pod) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "{{pod}}"),
+        ], "short", "CPU cores in use per pod (user + system)."), 8),
+        (timeseries("Versions", [
+            (f"count by (version, backend, model) (dllm_build_info{{{SEL}}})", "{{version}} {{backend}} {{model}}"),
+        ], "short", "Pods per server version, backend and model (dllm_build_info); a rollout shows as two lines."), 8),
     ]
 
 

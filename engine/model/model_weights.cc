@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/core/status_macros.h"
@@ -104,13 +105,23 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
 
   const LayerNames& ln = names.layer;
   // The layer count comes from config.json and is untrusted: check that the checkpoint holds
-  // the last declared layer before sizing anything by it (n_layers = 2^31-1 would otherwise
-  // abort with bad_alloc), and grow the vector only as layers resolve.
-  const std::string last = absl::StrCat(ln.prefix, config.num_layers - 1, ln.attn_norm);
-  if (!checkpoint.Get(last).ok()) {
+  // some tensor of the last declared layer before sizing anything by it (n_layers = 2^31-1
+  // would otherwise abort with bad_alloc), and grow the vector only as layers resolve. A
+  // checkpoint that has the layer but lacks one of its tensors is reported by the loop below,
+  // naming that tensor.
+  const std::string last = absl::StrCat(ln.prefix, config.num_layers - 1, ".");
+  bool has_last = false;
+  for (const std::string& name : checkpoint.TensorNames()) {
+    if (absl::StartsWith(name, last)) {
+      has_last = true;
+      break;
+    }
+  }
+  if (!has_last) {
     return absl::InvalidArgumentError(
         absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
-                     " layers but the checkpoint has no tensor '", last, "'"));
+                     " layers but the checkpoint has no tensor of layer ", config.num_layers - 1,
+                     " ('", last, "*')"));
   }
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = absl::StrCat(ln.prefix, i);

@@ -376,7 +376,7 @@ class E2ETest(unittest.TestCase):
         h = s.client("health")
         self.assertEqual((h.returncode, h.stdout.strip()), (0, "SERVING"))
         text = s.metrics_text()
-        self.assertIn('dllm_requests_total{status="UNAUTHENTICATED"} 2', text)
+        self.assertIn('dllm_requests_total{protocol="grpc",status="UNAUTHENTICATED"} 2', text)
 
     def test_health_reflection_and_canvas(self):
         s = self.start()
@@ -572,7 +572,7 @@ class E2ETest(unittest.TestCase):
             deadline = time.time() + 60
             while time.time() < deadline:
                 try:
-                    if scalar('dllm_requests_total{status="OK",job="dllm"}') == 4:
+                    if scalar('dllm_requests_total{status="OK",protocol="grpc",job="dllm"}') == 4:
                         break
                 except (OSError, AssertionError):
                     pass
@@ -583,9 +583,9 @@ class E2ETest(unittest.TestCase):
             steps = sum(x["cache_stats"]["steps"] for x in responses)
             full = sum(x["cache_stats"]["full_steps"] for x in responses)
             # Warm-up (4 tokens) also went through the engine; its counts are in the totals.
-            self.assertEqual(scalar('dllm_requests_total{status="OK"}'), 4)
-            self.assertEqual(scalar('dllm_requests_total{status="INVALID_ARGUMENT"}'), 1)
-            self.assertEqual(scalar('dllm_requests_total{status="RESOURCE_EXHAUSTED"}'), 0)
+            self.assertEqual(scalar('dllm_requests_total{status="OK",protocol="grpc"}'), 4)
+            self.assertEqual(scalar('dllm_requests_total{status="INVALID_ARGUMENT",protocol="grpc"}'), 1)
+            self.assertEqual(scalar('dllm_requests_total{status="RESOURCE_EXHAUSTED",protocol="grpc"}'), 0)
             self.assertEqual(scalar("dllm_request_duration_seconds_count") - 1, 4)
             warm_generated = scalar("dllm_generated_tokens_total") - generated
             self.assertTrue(0 <= warm_generated <= 4, warm_generated)

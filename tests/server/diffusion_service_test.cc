@@ -51,7 +51,7 @@ class Harness {
   double RequestsWithStatus(const std::string& code) {
     prometheus::TextSerializer serializer;
     std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
-    const std::string prefix = "dllm_requests_total{status=\"" + code + "\"} ";
+    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"" + code + "\"} ";
     std::string line;
     while (std::getline(in, line)) {
       if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));

@@ -56,7 +56,8 @@ TEST_CASE("metrics: every contracted name is exported") {
     INFO(name);
     CHECK(text.find(std::string("# TYPE ") + name + " ") != std::string::npos);
   }
-  CHECK(Sample(text, "dllm_requests_total{status=\"RESOURCE_EXHAUSTED\"}") == 0);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"grpc\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"http\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
 }
 
 TEST_CASE("metrics: steps, gauges and requests are recorded") {
@@ -80,6 +81,7 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   m.CountRequest("OK");
   m.CountRequest("OK");
   m.CountRequest("UNAUTHENTICATED");
+  m.CountRequest("OK", "http");
   GenerationRequest request;
   FinalEvent final_event;
   final_event.stats.prompt_tokens = 7;
@@ -90,8 +92,10 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   m.OnRequestDone(request, final_event);
 
   const std::string text = Scrape(m);
-  CHECK(Sample(text, "dllm_requests_total{status=\"OK\"}") == 2);
-  CHECK(Sample(text, "dllm_requests_total{status=\"UNAUTHENTICATED\"}") == 1);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"grpc\",status=\"OK\"}") == 2);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"http\",status=\"OK\"}") == 1);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"grpc\",status=\"UNAUTHENTICATED\"}") == 1);
+  CHECK(Sample(text, "dllm_requests_total{protocol=\"http\",status=\"UNAUTHENTICATED\"}") == 0);
   CHECK(Sample(text, "dllm_denoise_steps_total") == 6);
   CHECK(Sample(text, "dllm_full_refresh_steps_total") == 1);
   CHECK(Sample(text, "dllm_partial_steps_total") == 5);

@@ -15,6 +15,10 @@ fully covered).
 `save_sharded` writes the Hugging Face sharded layout: model-0000i-of-0000n.safetensors
 plus model.safetensors.index.json = {"metadata": {"total_size": bytes},
 "weight_map": {tensor name: shard file name}}.
+
+torch is needed only for the tensor functions; `encode_header`, `shard_name`, `write_index`
+and `read_header` work without it (bench/make_llada8b_shaped.py streams 16 GB of bytes
+through them with numpy alone).
 """
 
 import json
@@ -22,13 +26,19 @@ import os
 import struct
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # header and index helpers still work; tensor functions need torch
+    torch = None
 
 if sys.byteorder != "little":  # the format is little-endian; we write native bytes
     raise RuntimeError("safetensors_io assumes a little-endian host")
 
-# safetensors dtype tag -> (torch dtype, bytes per element)
-_DTYPES = {
+# safetensors dtype tag -> bytes per element
+TAG_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+            "U8": 1, "BOOL": 1}
+# safetensors dtype tag -> (torch dtype, bytes per element); empty without torch
+_DTYPES = {} if torch is None else {
     "F64": (torch.float64, 8),
     "F32": (torch.float32, 4),
     "F16": (torch.float16, 2),
@@ -63,30 +73,42 @@ def _tensor_bytes(t):
     return t.numpy().tobytes()
 
 
-def serialize(tensors, metadata=None):
-    """Returns the bytes of a safetensors file holding `tensors` (name -> tensor)."""
+def encode_header(entries, metadata=None):
+    """Returns the length prefix and JSON header of a safetensors file whose data section
+    holds `entries` = [(name, dtype tag, shape)] back to back in the given order (callers
+    sort by name, as the reference writer does). The tensor bytes follow, written by the
+    caller in the same order: this is what lets a writer stream tensors it never holds."""
     header = {}
     if metadata:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise ValueError("safetensors metadata must map str to str")
         header["__metadata__"] = dict(metadata)
-    blobs = []
     offset = 0
-    for name in sorted(tensors):
-        t = tensors[name]
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"tensor {name!r} is not a torch.Tensor")
-        data = _tensor_bytes(t)
-        header[name] = {
-            "dtype": dtype_tag(t.dtype),
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
+    for name, tag, shape in entries:
+        if tag not in TAG_SIZE:
+            raise ValueError(f"tensor {name!r} has unsupported dtype {tag!r}")
+        size = TAG_SIZE[tag]
+        for s in shape:
+            size *= int(s)
+        header[name] = {"dtype": tag, "shape": [int(s) for s in shape],
+                        "data_offsets": [offset, offset + size]}
+        offset += size
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
     head += b" " * ((-(8 + len(head))) % 8)
-    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+    return struct.pack("<Q", len(head)) + head
+
+
+def serialize(tensors, metadata=None):
+    """Returns the bytes of a safetensors file holding `tensors` (name -> tensor)."""
+    entries = []
+    blobs = []
+    for name in sorted(tensors):
+        t = tensors[name]
+        if torch is None or not isinstance(t, torch.Tensor):
+            raise TypeError(f"tensor {name!r} is not a torch.Tensor")
+        entries.append((name, dtype_tag(t.dtype), list(t.shape)))
+        blobs.append(_tensor_bytes(t))
+    return encode_header(entries, metadata) + b"".join(blobs)
 
 
 def save_file(tensors, path, metadata=None):
@@ -176,18 +198,29 @@ def save_sharded(tensors, out_dir, max_shard_bytes, metadata=None):
     files = []
     total = 0
     for i, names in enumerate(groups):
-        fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+        fname = shard_name(i, n)
         save_file({k: tensors[k] for k in names}, os.path.join(out_dir, fname), metadata)
         files.append(fname)
         for k in names:
             weight_map[k] = fname
             total += tensors[k].numel() * tensors[k].element_size()
-    index = {"metadata": {"total_size": total},
+    write_index(out_dir, weight_map, total)
+    return files
+
+
+def shard_name(i, n):
+    """Hugging Face's name of shard i (0-based) of n: model-0000{i+1}-of-0000{n}.safetensors."""
+    return f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+
+
+def write_index(out_dir, weight_map, total_size):
+    """Writes model.safetensors.index.json: {"metadata": {"total_size": bytes},
+    "weight_map": {tensor name: shard file name}} with names sorted."""
+    index = {"metadata": {"total_size": int(total_size)},
              "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}
     with open(os.path.join(out_dir, INDEX_FILE), "w") as f:
         json.dump(index, f, indent=2)
         f.write("\n")
-    return files
 
 
 def load_dir(model_dir):

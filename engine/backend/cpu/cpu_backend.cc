@@ -217,7 +217,7 @@ class CpuBackend final : public Backend {
     if (bias != nullptr) b = WeightAsF32(Cpu(*bias), 0, out_features, &bias_scratch_);
     const CpuBuffer& w = Cpu(weight);
     const GemmWeight gw{w.data(), w.format(), out_features, in_features};
-    CpuGemm(Cpu(x).f32(), rows, gw, b, accumulate, Cpu(*y).f32(), &pool_);
+    CpuGemm(Cpu(x).f32(), rows, gw, b, accumulate, Cpu(*y).f32(), &pool_, &gemm_scratch_);
     return absl::OkStatus();
   }
 
@@ -437,6 +437,7 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  std::vector<float> gemm_scratch_;  // Gemm: x packed into register-tile order
   std::vector<float> row_scratch_;   // EmbeddingGather: one bf16 row widened
   std::vector<float> bias_scratch_;  // Gemm: a bf16 bias widened
   std::vector<float> norm_scratch_;  // RmsNorm: a bf16 weight widened

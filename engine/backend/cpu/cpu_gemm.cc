@@ -197,6 +197,23 @@ struct FoldLabels {
   }
 };
 
+// One 16-lane step of every accumulator: rows x + r * ldx, weight rows w + c * ldw. Strides,
+// not pointer arrays, so the addresses stay in registers.
+template <int R, int C, typename WT>
+HWY_INLINE void Step(const float* HWY_RESTRICT x, int64_t ldx, const WT* HWY_RESTRICT w,
+                     int64_t ldw, VF (&acc)[R * C][kVectors]) {
+  const DF df;
+  for (int v = 0; v < kVectors; ++v) {
+    const int64_t off = v * static_cast<int64_t>(kVectorLanes);
+    VF xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, x + r * ldx + off);
+    for (int c = 0; c < C; ++c) {
+      const VF wv = LoadWeight(df, w + c * ldw + off);
+      for (int r = 0; r < R; ++r) acc[r * C + c][v] = hn::MulAdd(xv[r], wv, acc[r * C + c][v]);
+    }
+  }
+}
+
 // Dot products of rows x[0..R) with weight rows w[0..C), written through StoreOutput.
 template <int R, int C, typename WT>
 HWY_INLINE void Tile(const float* x, int64_t k, const WT* w, const float* bias, bool accumulate,
@@ -206,38 +223,19 @@ HWY_INLINE void Tile(const float* x, int64_t k, const WT* w, const float* bias, 
   for (int i = 0; i < R * C; ++i) {
     for (int v = 0; v < kVectors; ++v) acc[i][v] = hn::Zero(df);
   }
-  auto step = [&](const float* const* xs, const WT* const* ws, int64_t at) {
-    for (int v = 0; v < kVectors; ++v) {
-      const int64_t off = at + v * static_cast<int64_t>(kVectorLanes);
-      VF xv[R];
-      for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, xs[r] + off);
-      for (int c = 0; c < C; ++c) {
-        const VF wv = LoadWeight(df, ws[c] + off);
-        for (int r = 0; r < R; ++r) acc[r * C + c][v] = hn::MulAdd(xv[r], wv, acc[r * C + c][v]);
-      }
-    }
-  };
-  const float* xs[R];
-  const WT* ws[C];
-  for (int r = 0; r < R; ++r) xs[r] = x + r * k;
-  for (int c = 0; c < C; ++c) ws[c] = w + c * k;
-  const int64_t k_main = k / kLanes * kLanes;
-  for (int64_t i = 0; i < k_main; i += kLanes) step(xs, ws, i);
-  if (k_main < k) {
-    // The contract zero-pads k to whole 16-lane steps: the tail runs as one more step.
-    HWY_ALIGN float x_tail[R][kLanes] = {};
+  // x is this row tile's packed block (PackRows): step s of row r at x + (s * R + r) * 16.
+  const int64_t k_main = k / kLanes;
+  for (int64_t st = 0; st < k_main; ++st) {
+    Step<R, C>(x + st * R * kLanes, kLanes, w + st * kLanes, k, acc);
+  }
+  if (k_main * kLanes < k) {
+    // The contract zero-pads k to whole 16-lane steps: the tail runs as one more step (the
+    // packed x is already padded).
     HWY_ALIGN WT w_tail[C][kLanes] = {};
-    const float* xt[R];
-    const WT* wt[C];
-    for (int r = 0; r < R; ++r) {
-      std::memcpy(x_tail[r], xs[r] + k_main, sizeof(float) * (k - k_main));
-      xt[r] = x_tail[r];
-    }
-    for (int c = 0; c < C; ++c) {
-      std::memcpy(w_tail[c], ws[c] + k_main, sizeof(WT) * (k - k_main));
-      wt[c] = w_tail[c];
-    }
-    step(xt, wt, 0);
+    const int64_t tail = k - k_main * kLanes;
+    for (int c = 0; c < C; ++c)
+      std::memcpy(w_tail[c], w + c * k + k_main * kLanes, sizeof(WT) * tail);
+    Step<R, C>(x + k_main * R * kLanes, kLanes, &w_tail[0][0], kLanes, acc);
   }
   static const FoldLabels<R * C> labels;
   HWY_ALIGN float sums[FoldLabels<R * C>::kSlots];
@@ -273,15 +271,18 @@ HWY_INLINE void RowTile(const float* x, int64_t k, const WT* w, const float* bia
   }
 }
 
+// x: the rows packed by PackRows for kTileRows.
 template <typename WT>
 void GemmColumns(const float* x, int64_t rows, const WT* w, int64_t k, const float* bias,
                  bool accumulate, float* y, int64_t n, int64_t col_begin, int64_t col_end) {
+  const int64_t tile_floats = kTileRows * ((k + kLanes - 1) / kLanes) * kLanes;
   int64_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
-    RowTile<kTileRows>(x + r * k, k, w, bias, accumulate, y + r * n, n, col_begin, col_end);
+    RowTile<kTileRows>(x + r / kTileRows * tile_floats, k, w, bias, accumulate, y + r * n, n,
+                       col_begin, col_end);
   }
   // Row tail: one shorter tile (kTileRows <= 6).
-  const float* xr = x + r * k;
+  const float* xr = x + r / kTileRows * tile_floats;
   float* yr = y + r * n;
   switch (rows - r) {
     case 1:
@@ -324,6 +325,15 @@ void GemmColumnsAny(const float* x, int64_t rows, const void* w, bool bf16, int6
 
 int64_t CurrentTarget() { return HWY_TARGET; }
 
+// Rows per packed x tile (0: the target reads x unpacked).
+int TileRows() {
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  return 0;
+#else
+  return kTileRows;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace dllm
 HWY_AFTER_NAMESPACE();
@@ -333,10 +343,43 @@ namespace dllm {
 
 HWY_EXPORT(GemmColumnsAny);
 HWY_EXPORT(CurrentTarget);
+HWY_EXPORT(TileRows);
+
+namespace {
+
+// Packs x [rows, k] for tiles of `tile_rows` rows: tile t (rows t*R .. t*R + Rt - 1) starts at
+// t * R * steps * 16 and holds, for each 16-lane step s, its Rt rows' 16 values side by side
+// (zero past k). The kernel then reads one tile through a single pointer.
+const float* PackRows(const float* x, int64_t rows, int64_t k, int tile_rows,
+                      std::vector<float>* scratch) {
+  const int64_t steps = (k + gemm_detail::kLanes - 1) / gemm_detail::kLanes;
+  const int64_t lanes = gemm_detail::kLanes;
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  scratch->assign(static_cast<size_t>(tiles * tile_rows * steps * lanes), 0.0f);
+  float* out = scratch->data();
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t r0 = t * tile_rows;
+    const int64_t rt = std::min<int64_t>(tile_rows, rows - r0);
+    float* tile = out + t * tile_rows * steps * lanes;
+    for (int64_t r = 0; r < rt; ++r) {
+      const float* xr = x + (r0 + r) * k;
+      for (int64_t st = 0; st < steps; ++st) {
+        const int64_t count = std::min(lanes, k - st * lanes);
+        std::memcpy(tile + (st * rt + r) * lanes, xr + st * lanes, sizeof(float) * count);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void CpuGemm(const float* x, int64_t rows, const GemmWeight& w, const float* bias, bool accumulate,
-             float* y, ThreadPool* pool) {
+             float* y, ThreadPool* pool, std::vector<float>* scratch) {
   if (rows <= 0 || w.n <= 0) return;
+  // The target is read once per call, so packing and kernels agree even if a test switches it.
+  const int tile_rows = HWY_DYNAMIC_DISPATCH(TileRows)();
+  if (tile_rows > 0) x = PackRows(x, rows, w.k, tile_rows, scratch);
   const bool bf16 = w.type == GemmWeightType::kBF16;
   const int64_t chunk = gemm_detail::ChunkColumns(w.k, bf16 ? 2 : 4);
   const int64_t chunks = (w.n + chunk - 1) / chunk;

@@ -42,8 +42,10 @@ struct GemmWeight {
 
 // y = x · wᵀ (+ bias when non-null) (+ y's old contents when accumulate), x [rows, w.k] and
 // y [rows, w.n] dense row-major; y must not alias x. `pool` may be null (calling thread only).
+// `scratch` (not null) receives x repacked into register-tile order (about rows x k floats),
+// grown on demand; pass the same vector across calls to reuse it.
 void CpuGemm(const float* x, int64_t rows, const GemmWeight& w, const float* bias, bool accumulate,
-             float* y, ThreadPool* pool);
+             float* y, ThreadPool* pool, std::vector<float>* scratch);
 
 // The Highway target CpuGemm dispatches to now, e.g. "AVX3", "AVX2", "EMU128" (for logs,
 // benchmarks and tests that force a target with hwy::SetSupportedTargetsForTest).

@@ -96,9 +96,10 @@ std::vector<float> Reference(const Problem& p, const Data& d) {
 
 std::vector<float> Run(const Problem& p, const Data& d, int64_t row_begin, int64_t rows,
                        ThreadPool* pool) {
+  std::vector<float> scratch;
   std::vector<float> y(d.y0.begin() + row_begin * p.n, d.y0.begin() + (row_begin + rows) * p.n);
   CpuGemm(&d.x[row_begin * p.k], rows, WeightOf(p, d), p.bias ? d.bias.data() : nullptr,
-          p.accumulate, y.data(), pool);
+          p.accumulate, y.data(), pool, &scratch);
   return y;
 }
 
@@ -176,11 +177,12 @@ TEST_CASE("cpu_gemm: rows are invariant to batch size, offset and threads on eve
 TEST_CASE("cpu_gemm: bf16 weights give the bits of their fp32 widening") {
   const Problem p{11, 256, 96, true, true, true};
   const Data d = MakeData(p, 7);  // d.w holds the exact widening of d.w_bf16
+  std::vector<float> scratch;
   std::vector<float> y_bf16(d.y0.begin(), d.y0.end()), y_f32(d.y0.begin(), d.y0.end());
   CpuGemm(d.x.data(), p.rows, {d.w_bf16.data(), GemmWeightType::kBF16, p.n, p.k}, d.bias.data(),
-          true, y_bf16.data(), nullptr);
+          true, y_bf16.data(), nullptr, &scratch);
   CpuGemm(d.x.data(), p.rows, {d.w.data(), GemmWeightType::kF32, p.n, p.k}, d.bias.data(), true,
-          y_f32.data(), nullptr);
+          y_f32.data(), nullptr, &scratch);
   CHECK(std::memcmp(y_bf16.data(), y_f32.data(), sizeof(float) * y_f32.size()) == 0);
 }
 
@@ -204,9 +206,11 @@ TEST_CASE("cpu_gemm: accurate against a double-precision product") {
 }
 
 TEST_CASE("cpu_gemm: zero rows and zero columns are no-ops") {
-  std::vector<float> x(16, 1.0f), w(16, 1.0f), y(4, 5.0f);
-  CpuGemm(x.data(), 0, {w.data(), GemmWeightType::kF32, 1, 16}, nullptr, false, y.data(), nullptr);
-  CpuGemm(x.data(), 1, {w.data(), GemmWeightType::kF32, 0, 16}, nullptr, false, y.data(), nullptr);
+  std::vector<float> x(16, 1.0f), w(16, 1.0f), y(4, 5.0f), scratch;
+  CpuGemm(x.data(), 0, {w.data(), GemmWeightType::kF32, 1, 16}, nullptr, false, y.data(), nullptr,
+          &scratch);
+  CpuGemm(x.data(), 1, {w.data(), GemmWeightType::kF32, 0, 16}, nullptr, false, y.data(), nullptr,
+          &scratch);
   CHECK(y == std::vector<float>(4, 5.0f));
 }
 

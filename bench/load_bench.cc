@@ -1,0 +1,289 @@
+// dllm-load-bench: loads a real-size checkpoint folder and times one full and one partial step.
+//
+// The check that an unmodified Hugging Face folder of a real model (8B: six shards, 16 GB of
+// bf16) loads through the engine's normal path and runs on this machine's memory. Real weights
+// cannot be downloaded here; bench/make_llada8b_shaped.py writes a LLaDA-8B-Instruct-shaped
+// folder of random bf16 weights and bench/llada8b_shaped.sh drives the whole run.
+//
+// Load = LoadModelConfig + Checkpoint::Open (headers and index, mmap) + MapModelWeights +
+// Transformer::Create (the copy onto the backend: bf16 stays bf16 on the CPU backend), then the
+// checkpoint mapping is released, exactly as LoadModel does. LoadModel itself is not used
+// because it also needs the tokenizer files, which the shaped folder does not have (the real
+// tokenizer.json is not available). Memory is read from /proc/self/status: VmRSS split into
+// RssAnon (the weights' copy, KV, workspace) and RssFile (mapped checkpoint pages still
+// resident), and VmHWM, the peak. Tensor bytes are paged in from disk during Create, so the
+// load time includes reading 16 GB unless the folder is in the page cache.
+//
+// Steps, like dllm-forward-bench: a full step recomputes and predicts all L positions; a
+// partial step then recomputes the last --partial-rows positions over the whole cached
+// sequence and predicts 2/3 of them (EntropyCache-style). Each is run --repeats times (default
+// once: a full 8B step at L = 512 takes minutes on one core); the first full step also fills
+// the KV slab that the partial step reads. Prints a table and one JSON line.
+//
+// Usage: dllm-load-bench --model DIR [--length 512] [--partial-rows 24] [--threads N]
+//                        [--repeats N] [--backend cpu|cuda]
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend_factory.h"
+#include "engine/kv/kv_pool.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/transformer.h"
+
+namespace dllm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// The memory lines of /proc/self/status, in bytes (-1 when absent).
+struct Memory {
+  int64_t rss = -1, hwm = -1, anon = -1, file = -1;
+};
+
+Memory ReadMemory() {
+  Memory m;
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key) {
+    int64_t* field = key == "VmRSS:"     ? &m.rss
+                     : key == "VmHWM:"   ? &m.hwm
+                     : key == "RssAnon:" ? &m.anon
+                     : key == "RssFile:" ? &m.file
+                                         : nullptr;
+    if (field != nullptr && in >> kib >> unit) {
+      *field = kib * 1024;
+    } else {
+      in.ignore(1 << 20, '\n');
+    }
+  }
+  return m;
+}
+
+double Gb(int64_t bytes) { return bytes / 1e9; }
+
+void PrintMemory(const char* when, const Memory& m) {
+  std::printf("%-34s %9.2f %9.2f %9.2f %9.2f\n", when, Gb(m.rss), Gb(m.anon), Gb(m.file),
+              Gb(m.hwm));
+}
+
+struct Timing {
+  double wall_s = 0;  // per run
+  double cpu_s = 0;   // per run, all threads
+  bool ok = true;
+};
+
+template <typename Fn>
+Timing TimeRuns(Fn fn, int repeats) {
+  Timing t;
+  const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
+  for (int i = 0; i < repeats; ++i) t.ok &= fn();
+  t.wall_s = Seconds(start) / repeats;
+  t.cpu_s = (ProcessCpuSeconds() - cpu_start) / repeats;
+  return t;
+}
+
+// Same FLOP count as dllm-forward-bench: 2 x weight elements per computed row and layer, plus
+// attention 4 x kv_positions x heads x head_dim, plus the LM head per predicted row.
+double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted) {
+  const double q = static_cast<double>(c.num_heads) * c.head_dim;
+  const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
+  const double h = c.hidden_size, f = c.intermediate_size;
+  const double per_row_layer =
+      2.0 * (h * q + 2 * h * kv + q * h + 3 * h * f) + 4.0 * kv_positions * q;
+  return per_row_layer * rows * c.num_layers + 2.0 * h * c.vocab_size * predicted;
+}
+
+// Random weights give meaningless tokens, but the statistics must be finite and in range.
+bool ResultSane(const StepResult& result, const ModelConfig& c, size_t expected_rows) {
+  if (result.size() != 1 || result[0].size() != expected_rows) return false;
+  for (const RowStats& r : result[0]) {
+    if (r.argmax_token < 0 || r.argmax_token >= c.vocab_size) return false;
+    if (!std::isfinite(r.argmax_prob) || !std::isfinite(r.entropy_nats)) return false;
+    if (r.argmax_prob <= 0 || r.argmax_prob > 1) return false;
+  }
+  return true;
+}
+
+int Fail(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "dllm-load-bench: %s: %s\n", what.c_str(), status.ToString().c_str());
+  return 1;
+}
+
+struct Options {
+  std::string model_dir;
+  std::string backend = "cpu";
+  int length = 512;
+  int partial_rows = 24;
+  int threads = 0;
+  int repeats = 1;
+};
+
+int Run(const Options& o) {
+  const Memory before = ReadMemory();
+  const auto load_start = Clock::now();
+
+  auto config = LoadModelConfig(o.model_dir);
+  if (!config.ok()) return Fail("config", config.status());
+  auto checkpoint = Checkpoint::Open(o.model_dir);
+  if (!checkpoint.ok()) return Fail("checkpoint", checkpoint.status());
+  int64_t weight_bytes = 0;
+  int tensors = 0;
+  for (const std::string& name : (*checkpoint)->TensorNames()) {
+    auto t = (*checkpoint)->Get(name);
+    if (!t.ok()) return Fail("checkpoint", t.status());
+    weight_bytes += static_cast<int64_t>(t->bytes.size());
+    ++tensors;
+  }
+  auto weights = MapModelWeights(**checkpoint, *config);
+  if (!weights.ok()) return Fail("weights", weights.status());
+  const double open_s = Seconds(load_start);
+
+  auto backend = CreateBackend(o.backend, o.threads);
+  if (!backend.ok()) return Fail("backend", backend.status());
+  auto transformer = Transformer::Create(*config, *weights, backend->get());
+  if (!transformer.ok()) return Fail("Transformer::Create", transformer.status());
+  const Memory mapped = ReadMemory();
+  // LoadModel drops the mapping here; the weights now live on the backend.
+  *weights = ModelWeights();
+  checkpoint->reset();
+  const double load_s = Seconds(load_start);
+  const Memory loaded = ReadMemory();
+
+  const ModelConfig& c = *config;
+  const int n = std::min(o.length, c.max_positions);
+  KvPool pool(backend->get(), c, std::max<int64_t>(int64_t{1} << 20, c.KvBytesPerPosition(4) * n));
+  auto slab = pool.Allocate(n);
+  if (!slab.ok()) return Fail("kv slab", slab.status());
+
+  std::vector<int32_t> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[i] = (i * 7919) % c.vocab_size;
+  std::vector<int32_t> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  StepBatch full;
+  full.sequences.emplace_back();
+  full.sequences[0].kv = slab->get();
+  full.sequences[0].tokens = tokens;
+  full.sequences[0].query_positions = all;
+  full.sequences[0].predict_positions = all;
+  const int rows = std::min(o.partial_rows, n);
+  const int pred = std::min(std::max(1, o.partial_rows * 2 / 3), rows);
+  StepBatch partial = full;
+  partial.sequences[0].query_positions.assign(all.end() - rows, all.end());
+  partial.sequences[0].predict_positions.assign(all.end() - pred, all.end());
+
+  StepResult result;
+  absl::Status step_status;
+  auto step = [&](const StepBatch& batch, size_t predicted) {
+    step_status = (*transformer)->Forward(batch, &result);
+    return step_status.ok() && ResultSane(result, c, predicted);
+  };
+  const Timing full_t = TimeRuns([&] { return step(full, n); }, o.repeats);
+  if (!full_t.ok) return Fail("full step (or its statistics are not finite)", step_status);
+  const Timing partial_t = TimeRuns([&] { return step(partial, pred); }, o.repeats);
+  if (!partial_t.ok) return Fail("partial step (or its statistics are not finite)", step_status);
+  const Memory stepped = ReadMemory();
+
+  std::printf("dllm-load-bench: %s\n", o.model_dir.c_str());
+  std::printf(
+      "model: %s h%d L%d %dx%d kv%d f%d v%d; %d tensors, %.2f GB of weights; backend %s, "
+      "threads %d\n",
+      std::string(ModelFamilyName(c.family)).c_str(), c.hidden_size, c.num_layers, c.num_heads,
+      c.head_dim, c.num_kv_heads, c.intermediate_size, c.vocab_size, tensors, Gb(weight_bytes),
+      o.backend.c_str(), o.threads);
+  std::printf("load: %.2f s (config + headers + mapping %.3f s; copy onto the backend %.2f s)\n\n",
+              load_s, open_s, load_s - open_s);
+  std::printf("%-34s %9s %9s %9s %9s   (GB, /proc/self/status)\n", "memory", "VmRSS", "RssAnon",
+              "RssFile", "VmHWM");
+  PrintMemory("before load", before);
+  PrintMemory("after Create, checkpoint mapped", mapped);
+  PrintMemory("after load (mapping released)", loaded);
+  PrintMemory("after the steps (+KV, workspace)", stepped);
+  std::printf("RSS after load / weight bytes: %.3f\n\n",
+              static_cast<double>(loaded.rss) / weight_bytes);
+
+  const double full_gflop = StepFlops(c, n, n, n) / 1e9;
+  const double partial_gflop = StepFlops(c, rows, n, pred) / 1e9;
+  std::printf("%-8s %5s %5s %5s %10s %10s %9s %9s\n", "step", "L", "rows", "pred", "wall_s",
+              "cpu_s", "GFLOP", "GFLOP/s");
+  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "full", n, n, n, full_t.wall_s,
+              full_t.cpu_s, full_gflop, full_gflop / full_t.wall_s);
+  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "partial", n, rows, pred,
+              partial_t.wall_s, partial_t.cpu_s, partial_gflop, partial_gflop / partial_t.wall_s);
+  const double speedup = full_t.wall_s / partial_t.wall_s;
+  std::printf("partial/full wall speed-up x%.1f (repeats %d)\n", speedup, o.repeats);
+
+  std::printf(
+      "{\"bench\":\"load\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"tensors\":%d,"
+      "\"weight_bytes\":%lld,\"load_s\":%.3f,\"open_s\":%.3f,\"rss_after_load\":%lld,"
+      "\"rss_anon_after_load\":%lld,\"rss_file_after_load\":%lld,\"hwm_after_load\":%lld,"
+      "\"rss_after_steps\":%lld,\"hwm_after_steps\":%lld,\"length\":%d,\"full_s\":%.3f,"
+      "\"full_cpu_s\":%.3f,\"partial_rows\":%d,\"partial_predict\":%d,\"partial_s\":%.3f,"
+      "\"partial_cpu_s\":%.3f,\"speedup\":%.2f,\"repeats\":%d}\n",
+      o.model_dir.c_str(), o.backend.c_str(), o.threads, tensors,
+      static_cast<long long>(weight_bytes), load_s, open_s, static_cast<long long>(loaded.rss),
+      static_cast<long long>(loaded.anon), static_cast<long long>(loaded.file),
+      static_cast<long long>(loaded.hwm), static_cast<long long>(stepped.rss),
+      static_cast<long long>(stepped.hwm), n, full_t.wall_s, full_t.cpu_s, rows, pred,
+      partial_t.wall_s, partial_t.cpu_s, speedup, o.repeats);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dllm
+
+int main(int argc, char** argv) {
+  dllm::Options o;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--model") == 0 && has_value) {
+      o.model_dir = argv[++i];
+    } else if (std::strcmp(argv[i], "--backend") == 0 && has_value) {
+      o.backend = argv[++i];
+    } else if (std::strcmp(argv[i], "--length") == 0 && has_value) {
+      o.length = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--partial-rows") == 0 && has_value) {
+      o.partial_rows = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--threads") == 0 && has_value) {
+      o.threads = std::max(0, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--repeats") == 0 && has_value) {
+      o.repeats = std::max(1, std::atoi(argv[++i]));
+    } else {
+      o.model_dir.clear();
+      break;
+    }
+  }
+  if (o.model_dir.empty()) {
+    std::fprintf(stderr,
+                 "usage: %s --model DIR [--length 512] [--partial-rows 24] [--threads N] "
+                 "[--repeats N] [--backend cpu|cuda]\n",
+                 argv[0]);
+    return 2;
+  }
+  return dllm::Run(o);
+}

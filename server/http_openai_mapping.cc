@@ -1,0 +1,473 @@
+#include "server/http_openai_mapping.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/config.h"
+#include "server/request_mapping.h"
+
+namespace dllm {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxStops = 4;  // as OpenAI
+constexpr size_t kMaxStopBytes = 256;
+
+absl::Status Invalid(absl::string_view field, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+const char* TypeName(const json& v) { return v.type_name(); }
+
+absl::StatusOr<int32_t> GetInt32(const json& v, absl::string_view field) {
+  if (!v.is_number_integer()) {
+    return Invalid(field, absl::StrCat("must be an integer, not ", TypeName(v)));
+  }
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      return Invalid(field, absl::StrCat(u, " is out of range"));
+    }
+    return static_cast<int32_t>(u);
+  }
+  const int64_t i = v.get<int64_t>();
+  if (i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max()) {
+    return Invalid(field, absl::StrCat(i, " is out of range"));
+  }
+  return static_cast<int32_t>(i);
+}
+
+absl::StatusOr<uint64_t> GetUint64(const json& v, absl::string_view field) {
+  if (!v.is_number_integer()) {
+    return Invalid(field, absl::StrCat("must be an integer, not ", TypeName(v)));
+  }
+  if (!v.is_number_unsigned() && v.get<int64_t>() < 0) {
+    return Invalid(field, absl::StrCat(v.get<int64_t>(), " must be >= 0"));
+  }
+  return v.get<uint64_t>();
+}
+
+absl::StatusOr<float> GetFloat(const json& v, absl::string_view field) {
+  if (!v.is_number()) return Invalid(field, absl::StrCat("must be a number, not ", TypeName(v)));
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return Invalid(field, "must be finite");
+  return static_cast<float>(d);
+}
+
+absl::StatusOr<bool> GetBool(const json& v, absl::string_view field) {
+  if (!v.is_boolean()) return Invalid(field, absl::StrCat("must be a boolean, not ", TypeName(v)));
+  return v.get<bool>();
+}
+
+absl::StatusOr<std::string> GetString(const json& v, absl::string_view field) {
+  if (!v.is_string()) return Invalid(field, absl::StrCat("must be a string, not ", TypeName(v)));
+  return v.get<std::string>();
+}
+
+// "block" or "SCHEDULE_BLOCK" (the proto enum name).
+template <typename ProtoEnum, typename EngineEnum>
+absl::StatusOr<ProtoEnum> GetEnum(const json& v, absl::string_view field,
+                                  std::optional<EngineEnum> (*parse)(std::string_view),
+                                  bool (*parse_proto)(const std::string&, ProtoEnum*),
+                                  absl::string_view choices) {
+  absl::StatusOr<std::string> name = GetString(v, field);
+  if (!name.ok()) return name.status();
+  ProtoEnum proto{};
+  if (parse_proto(*name, &proto)) return proto;
+  if (std::optional<EngineEnum> e = parse(*name)) return ToProto(*e);
+  return Invalid(field, absl::StrCat("unknown value '", *name, "' (expected ", choices, ")"));
+}
+
+#define DLLM_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_or = (expr);                \
+  if (!lhs##_or.ok()) return lhs##_or.status();
+
+absl::Status ParseDecoding(const json& obj, v1::DecodingOptions* d) {
+  if (!obj.is_object()) return Invalid("decoding", "must be an object");
+  for (const auto& [key, v] : obj.items()) {
+    const std::string field = absl::StrCat("decoding.", key);
+    if (v.is_null()) continue;
+    if (key == "schedule") {
+      DLLM_ASSIGN_OR_RETURN(
+          s, (GetEnum<v1::Schedule, Schedule>(v, field, &ParseSchedule, &v1::Schedule_Parse,
+                                              "block|timestep|window")));
+      d->set_schedule(*s_or);
+    } else if (key == "remasking") {
+      DLLM_ASSIGN_OR_RETURN(r,
+                            (GetEnum<v1::Remasking, Remasking>(
+                                v, field, &ParseRemasking, &v1::Remasking_Parse,
+                                "low_confidence|random|origin|maskgit_plus|topk_margin|entropy")));
+      d->set_remasking(*r_or);
+    } else if (key == "steps") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      d->set_steps(*x_or);
+    } else if (key == "block_length") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      d->set_block_length(*x_or);
+    } else if (key == "window") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      d->set_window(*x_or);
+    } else if (key == "top_k") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      d->set_top_k(*x_or);
+    } else if (key == "confidence_threshold") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      d->set_confidence_threshold(*x_or);
+    } else if (key == "temperature") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      d->set_temperature(*x_or);
+    } else if (key == "top_p") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      d->set_top_p(*x_or);
+    } else if (key == "eps") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      d->set_eps(*x_or);
+    } else if (key == "alg_temp") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      d->set_alg_temp(*x_or);
+    } else if (key == "seed") {
+      DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, field));
+      d->set_seed(*x_or);
+    } else {
+      return Invalid(field, "unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCache(const json& obj, v1::CacheOptions* c) {
+  if (!obj.is_object()) return Invalid("cache", "must be an object");
+  for (const auto& [key, v] : obj.items()) {
+    const std::string field = absl::StrCat("cache.", key);
+    if (v.is_null()) continue;
+    if (key == "policy") {
+      DLLM_ASSIGN_OR_RETURN(p, (GetEnum<v1::CachePolicy, CachePolicyKind>(
+                                   v, field, &ParseCachePolicy, &v1::CachePolicy_Parse,
+                                   "none|entropy|dual|interval")));
+      c->set_policy(*p_or);
+    } else if (key == "entropy_threshold") {
+      // +inf ("never refresh because of entropy") has no JSON number: accept a large value.
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      c->set_entropy_threshold(*x_or);
+    } else if (key == "recent_k") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      c->set_recent_k(*x_or);
+    } else if (key == "refresh_interval") {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      c->set_refresh_interval(*x_or);
+    } else {
+      return Invalid(field, "unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Chat content: a string, or an array of {"type": "text", "text": ...} parts.
+absl::StatusOr<std::string> ParseContent(const json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return std::string();
+  if (!v.is_array()) return Invalid(field, "must be a string or an array of text parts");
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string part = absl::StrCat(field, "[", i, "]");
+    const json& p = v[i];
+    if (!p.is_object() || !p.contains("type") || p["type"] != "text" || !p.contains("text") ||
+        !p["text"].is_string()) {
+      return Invalid(part, "only {\"type\": \"text\", \"text\": ...} parts are supported");
+    }
+    text += p["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ParseMessages(const json& v, v1::ChatMessages* chat) {
+  if (!v.is_array()) return Invalid("messages", "must be an array");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = absl::StrCat("messages[", i, "]");
+    const json& m = v[i];
+    if (!m.is_object()) return Invalid(field, "must be an object");
+    v1::ChatMessage* out = chat->add_messages();
+    for (const auto& [key, value] : m.items()) {
+      const std::string sub = absl::StrCat(field, ".", key);
+      if (key == "role") {
+        DLLM_ASSIGN_OR_RETURN(role, GetString(value, sub));
+        out->set_role(*role_or);
+      } else if (key == "content") {
+        DLLM_ASSIGN_OR_RETURN(content, ParseContent(value, sub));
+        out->set_content(*content_or);
+      } else if (key == "name") {
+        // OpenAI's participant name: accepted and ignored (templates have no slot for it).
+      } else {
+        return Invalid(sub, "unknown field");
+      }
+    }
+    if (!m.contains("role")) return Invalid(absl::StrCat(field, ".role"), "is required");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrompt(const json& v, v1::GenerateRequest* request) {
+  if (v.is_string()) {
+    request->set_prompt(v.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v.is_array()) return Invalid("prompt", "must be a string or an array");
+  if (v.size() == 1 && v[0].is_string()) {
+    request->set_prompt(v[0].get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v.empty() && v[0].is_number_integer()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      DLLM_ASSIGN_OR_RETURN(id, GetInt32(v[i], absl::StrCat("prompt[", i, "]")));
+      request->mutable_token_ids()->add_ids(*id_or);
+    }
+    return absl::OkStatus();
+  }
+  return Invalid("prompt",
+                 "must be a string, one string in an array, or an array of token ids "
+                 "(batched prompts are not supported)");
+}
+
+// Fields that OpenAI clients may send with their "off" value; anything else is unsupported.
+bool IsOff(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+         (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty());
+}
+
+json CacheStatsJson(const v1::CacheStats& c) {
+  return {{"steps", c.steps()},
+          {"full_steps", c.full_steps()},
+          {"partial_steps", c.partial_steps()},
+          {"refresh_ratio", c.refresh_ratio()},
+          {"rows_computed", c.rows_computed()},
+          {"mean_committed_entropy", c.mean_committed_entropy()},
+          {"max_committed_entropy", c.max_committed_entropy()}};
+}
+
+json TimingsJson(const v1::Timings& t) {
+  return {{"queue_seconds", t.queue_seconds()},
+          {"first_commit_seconds", t.first_commit_seconds()},
+          {"total_seconds", t.total_seconds()},
+          {"decision_seconds", t.decision_seconds()}};
+}
+
+json UsageJson(const v1::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens()},
+          {"completion_tokens", u.generated_tokens()},
+          {"total_tokens", u.prompt_tokens() + u.generated_tokens()}};
+}
+
+bool IsChat(const OpenAiRequest& r) { return r.endpoint == OpenAiEndpoint::kChatCompletions; }
+
+json Envelope(const OpenAiRequest& request, const std::string& id, int64_t created,
+              const char* chat_object, const char* completion_object) {
+  return {{"id", id},
+          {"object", IsChat(request) ? chat_object : completion_object},
+          {"created", created},
+          {"model", request.model}};
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Invalid("body", "is not valid JSON");
+  if (!root.is_object()) return Invalid("body", "must be a JSON object");
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  v1::GenerateRequest& req = out.request;
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  const char* input_key = chat ? "messages" : "prompt";
+  std::optional<int32_t> max_tokens;
+  bool has_model = false;
+  bool has_input = false;
+  for (const auto& [key, v] : root.items()) {
+    if (key == "model") {
+      DLLM_ASSIGN_OR_RETURN(m, GetString(v, key));
+      out.model = *m_or;
+      has_model = true;
+    } else if (key == input_key) {
+      has_input = true;
+      if (chat) {
+        if (absl::Status st = ParseMessages(v, req.mutable_chat()); !st.ok()) return st;
+      } else if (absl::Status st = ParsePrompt(v, &req); !st.ok()) {
+        return st;
+      }
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
+      if (max_tokens && *max_tokens != *n_or) {
+        return Invalid(key, "max_tokens and max_completion_tokens disagree");
+      }
+      max_tokens = *n_or;
+      req.set_max_new_tokens(*n_or);
+      out.field_names.emplace_back("max_new_tokens", key);
+    } else if (key == "temperature" || key == "top_p") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, key));
+      if (key == "temperature") {
+        req.mutable_decoding()->set_temperature(*x_or);
+      } else {
+        req.mutable_decoding()->set_top_p(*x_or);
+      }
+      out.field_names.emplace_back(absl::StrCat("decoding.", key), key);
+    } else if (key == "top_k") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+      req.mutable_decoding()->set_top_k(*x_or);
+      out.field_names.emplace_back("decoding.top_k", key);
+    } else if (key == "seed") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, key));
+      req.mutable_decoding()->set_seed(*x_or);
+      out.field_names.emplace_back("decoding.seed", key);
+    } else if (key == "n") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+      if (*x_or != 1) return Invalid("n", absl::StrCat(*x_or, " is not supported (only n = 1)"));
+    } else if (key == "stream") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
+      out.stream = *b_or;
+    } else if (key == "stream_options") {
+      if (v.is_null()) continue;
+      if (!v.is_object()) return Invalid(key, "must be an object");
+      for (const auto& [k, x] : v.items()) {
+        // Usage is always sent in the final chunk, so include_usage changes nothing.
+        if (k != "include_usage") return Invalid(absl::StrCat(key, ".", k), "unknown field");
+        if (!x.is_null() && !x.is_boolean()) {
+          return Invalid(absl::StrCat(key, ".", k), "must be a boolean");
+        }
+      }
+    } else if (key == "stop") {
+      if (v.is_null()) continue;
+      const json list = v.is_string() ? json::array({v}) : v;
+      if (!list.is_array() || list.size() > kMaxStops) {
+        return Invalid("stop", absl::StrCat("must be a string or an array of at most ", kMaxStops,
+                                            " strings"));
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
+        if (s_or->size() > kMaxStopBytes) {
+          return Invalid(absl::StrCat("stop[", i, "]"),
+                         absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
+        }
+        if (!s_or->empty()) out.stop.push_back(*s_or);
+      }
+    } else if (key == "user") {
+      if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");
+    } else if (key == "logprobs" || key == "presence_penalty" || key == "frequency_penalty" ||
+               key == "logit_bias") {
+      if (!IsOff(v)) return Invalid(key, "is not supported (only its default value)");
+    } else if (key == "decoding") {
+      if (absl::Status st = ParseDecoding(v, req.mutable_decoding()); !st.ok()) return st;
+    } else if (key == "cache") {
+      if (absl::Status st = ParseCache(v, req.mutable_cache()); !st.ok()) return st;
+    } else {
+      return Invalid(key, "unknown field");
+    }
+  }
+  if (!has_model) return Invalid("model", "is required");
+  if (!has_input) return Invalid(input_key, "is required");
+  if (chat) {
+    out.field_names.emplace_back("chat.messages", "messages");
+  } else if (req.has_token_ids()) {
+    out.field_names.emplace_back("token_ids.ids", "prompt");
+  }
+  return out;
+}
+
+absl::Status RenameFieldInError(const absl::Status& status, const OpenAiRequest& request) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  const absl::string_view message = status.message();
+  for (const auto& [proto, json_name] : request.field_names) {
+    if (absl::StartsWith(message, proto)) {
+      const absl::string_view rest = message.substr(proto.size());
+      if (rest.empty() || rest[0] == ':' || rest[0] == '[' || rest[0] == '.') {
+        return absl::InvalidArgumentError(absl::StrCat(json_name, rest));
+      }
+    }
+  }
+  return status;
+}
+
+json OpenAiFinishReason(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_EOS:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    default:
+      return nullptr;
+  }
+}
+
+json CompletionResponseJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                            const v1::GenerateResponse& response) {
+  json out = Envelope(request, id, created, "chat.completion", "text_completion");
+  json choice = {{"index", 0},
+                 {"finish_reason", OpenAiFinishReason(response.finish_reason())},
+                 {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    choice["message"] = {{"role", "assistant"}, {"content", response.text()}};
+  } else {
+    choice["text"] = response.text();
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(response.usage());
+  out["cache_stats"] = CacheStatsJson(response.cache_stats());
+  out["timings"] = TimingsJson(response.timings());
+  return out;
+}
+
+json DeltaChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                    std::string_view delta, bool first) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    json d = {{"content", std::string(delta)}};
+    if (first) d["role"] = "assistant";
+    choice["delta"] = std::move(d);
+  } else {
+    choice["text"] = std::string(delta);
+  }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                    const v1::GenerateResponse& response) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  json choice = {{"index", 0},
+                 {"finish_reason", OpenAiFinishReason(response.finish_reason())},
+                 {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(response.usage());
+  out["cache_stats"] = CacheStatsJson(response.cache_stats());
+  out["timings"] = TimingsJson(response.timings());
+  return out;
+}
+
+json ModelListJson(const std::string& model, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model},
+                                 {"object", "model"},
+                                 {"created", created},
+                                 {"owned_by", "dllm-serve"}}})}};
+}
+
+std::string DumpJson(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace dllm

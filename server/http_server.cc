@@ -1,0 +1,506 @@
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/engine_request_link.h"
+#include "server/http_openai_mapping.h"
+#include "server/http_status_mapping.h"
+#include "server/http_stop_sequences.h"
+#include "server/response_mapping.h"
+#include "server/status_mapping.h"
+
+namespace dllm {
+namespace {
+
+constexpr char kJson[] = "application/json";
+
+// ------------------------------------------------------------ the client's socket
+//
+// Debian's cpp-httplib (0.11) tells a handler neither its socket nor whether the peer went
+// away (DataSink::is_writable only asks select() whether a write would block). To cancel
+// within one engine step we need to notice a closed connection while nothing is written,
+// so the handler finds its own connection's socket once, by its address pair, among the
+// process's descriptors. The connection thread owns the socket until the handler returns.
+
+std::optional<std::pair<std::string, int>> NumericAddress(const sockaddr_storage& a,
+                                                          socklen_t len) {
+  char host[NI_MAXHOST];
+  char serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof(host), serv,
+                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return std::nullopt;
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(serv, &port)) return std::nullopt;
+  return std::make_pair(std::string(host), port);
+}
+
+int FindConnectionSocket(const httplib::Request& req) {
+  if (req.ssl != nullptr) return SSL_get_fd(req.ssl);
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* entry = readdir(dir)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
+    sockaddr_storage local = {};
+    socklen_t local_len = sizeof(local);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
+    const auto local_addr = NumericAddress(local, local_len);
+    if (!local_addr || local_addr->second != req.local_port) continue;
+    sockaddr_storage peer = {};
+    socklen_t peer_len = sizeof(peer);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
+    const auto peer_addr = NumericAddress(peer, peer_len);
+    if (peer_addr && peer_addr->second == req.remote_port && peer_addr->first == req.remote_addr) {
+      found = fd;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// ------------------------------------------------------------ one generation call
+
+// The engine's EventSink for one HTTP request. The engine worker appends events; the
+// connection thread takes them (Wait) and writes. An eventfd wakes the connection thread,
+// which also watches the client's socket, so a disconnect is seen at once.
+class HttpGeneration final : public EventSink {
+ public:
+  HttpGeneration(DiffusionService* service, std::string method, std::string request_id,
+                 absl::Time start)
+      : service_(service),
+        method_(std::move(method)),
+        request_id_(std::move(request_id)),
+        start_(start),
+        wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~HttpGeneration() override {
+    if (wake_fd_ >= 0) close(wake_fd_);
+  }
+
+  void OnCommit(const CommitEvent& event) override {
+    if (event.text_delta.empty()) return;
+    {
+      absl::MutexLock lock(&mu_);
+      deltas_.push_back(event.text_delta);
+    }
+    Wake();
+  }
+
+  void OnFinal(const FinalEvent& event) override {
+    // A request cancelled because its answer reached a stop string succeeded.
+    const absl::Status status =
+        stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
+            ? absl::OkStatus()
+            : service_->FinalAbslStatus(event, link_);
+    service_->RecordCall(method_.c_str(), request_id_, ToGrpcStatus(status), &event, start_,
+                         "http");
+    v1::GenerateResponse response;
+    FillGenerateResponse(request_id_, event, &response);
+    {
+      absl::MutexLock lock(&mu_);
+      final_status_ = status;
+      final_ = std::move(response);
+    }
+    Wake();
+  }
+
+  EngineRequestLink& link() { return link_; }
+
+  // The answer reached a stop string: the rest is not needed, end the request now.
+  void StopBySequence() {
+    if (stopped_by_sequence_.exchange(true)) return;
+    link_.Cancel();
+  }
+
+  struct Taken {
+    std::deque<std::string> deltas;
+    std::optional<v1::GenerateResponse> final;
+    absl::Status status;
+  };
+  // Takes what arrived so far (the final response only after every delta).
+  Taken Take() {
+    Taken out;
+    absl::MutexLock lock(&mu_);
+    out.deltas.swap(deltas_);
+    if (final_) {
+      out.final = std::move(final_);
+      out.status = final_status_;
+      final_.reset();
+    }
+    return out;
+  }
+
+  // Blocks until an event arrives (true) or the client's socket `fd` closes (false).
+  // fd < 0: no socket to watch; wakes up every 50 ms to let the caller check otherwise.
+  bool WaitForEvents(int fd) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!deltas_.empty() || final_) return true;
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLRDHUP, 0}};
+    const int n = poll(fds, fd >= 0 ? 2 : 1, fd >= 0 ? -1 : 50);
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t value = 0;
+      (void)!read(wake_fd_, &value, sizeof(value));
+    }
+    if (fd >= 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return false;
+    return true;
+  }
+
+ private:
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+
+  DiffusionService* const service_;
+  const std::string method_;
+  const std::string request_id_;
+  const absl::Time start_;
+  const int wake_fd_;
+  EngineRequestLink link_;
+  std::atomic<bool> stopped_by_sequence_{false};
+
+  absl::Mutex mu_;
+  std::deque<std::string> deltas_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::GenerateResponse> final_ ABSL_GUARDED_BY(mu_);
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+// ------------------------------------------------------------ handlers
+
+class Handlers {
+ public:
+  Handlers(const ServerConfig& config, DiffusionService* service, Logger* logger)
+      : service_(service), logger_(logger), model_name_(config.http.model_name) {
+    if (model_name_.empty()) {
+      model_name_ = std::filesystem::path(config.engine.model).lexically_normal().filename();
+      if (model_name_.empty()) {
+        model_name_ =
+            std::filesystem::path(config.engine.model).lexically_normal().parent_path().filename();
+      }
+      if (model_name_.empty()) model_name_ = "dllm";
+    }
+  }
+
+  void Install(httplib::Server* server) {
+    server->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const bool serving = service_->Serving();
+      res.status = serving ? 200 : 503;
+      res.set_content(serving ? R"({"status":"serving"})" : R"({"status":"not_serving"})", kJson);
+    });
+    server->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      Engine* engine = nullptr;
+      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+        return SendError(res, st);
+      }
+      res.set_content(DumpJson(ModelListJson(model_name_, Created())), kJson);
+    });
+    server->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      Engine* engine = nullptr;
+      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+        return SendError(res, st);
+      }
+      if (req.matches[1] != model_name_) {
+        return SendError(res, ModelNotFound(req.matches[1].str()));
+      }
+      res.set_content(DumpJson(ModelListJson(model_name_, Created())["data"][0]), kJson);
+    });
+    server->Post("/v1/chat/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   Generate(OpenAiEndpoint::kChatCompletions, "ChatCompletions", req, res);
+                 });
+    server->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(OpenAiEndpoint::kCompletions, "Completions", req, res);
+    });
+    // Routing misses and cpp-httplib's own rejections (413 body too large, 400 bad request)
+    // arrive here with an empty body: give them the OpenAI error shape too.
+    server->set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string message;
+          std::string type = "invalid_request_error";
+          std::string code;
+          switch (res.status) {
+            case 404:
+              message = absl::StrCat("no route for ", req.method, " ", req.path);
+              type = "not_found_error";
+              code = "not_found";
+              break;
+            case 413:
+              message = "request body too large (server.max_receive_message_bytes)";
+              code = "payload_too_large";
+              break;
+            case 405:
+              message = absl::StrCat("method ", req.method, " not allowed on ", req.path);
+              code = "method_not_allowed";
+              break;
+            default:
+              message = absl::StrCat("HTTP ", res.status);
+              if (res.status >= 500) type = "internal_error";
+              break;
+          }
+          res.set_content(HttpErrorBody(message, type, code), kJson);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    server->set_exception_handler(
+        [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown exception";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          logger_->Error("http_exception", {{"error", what}});
+          SendError(res, absl::InternalError(what));
+        });
+  }
+
+ private:
+  static std::optional<std::string_view> Authorization(const httplib::Request& req) {
+    auto it = req.headers.find("Authorization");
+    if (it == req.headers.end()) return std::nullopt;
+    return std::string_view(it->second);
+  }
+
+  static int64_t Created() { return absl::ToUnixSeconds(absl::Now()); }
+
+  static absl::Status ModelNotFound(const std::string& model) {
+    return absl::NotFoundError(absl::StrCat("model: '", model, "' is not served here"));
+  }
+
+  static void SendError(httplib::Response& res, const absl::Status& status) {
+    res.status = ToHttpError(status).status;
+    res.set_content(HttpErrorBody(status), kJson);
+  }
+
+  void Generate(OpenAiEndpoint endpoint, const char* method, const httplib::Request& req,
+                httplib::Response& res) {
+    const absl::Time start = absl::Now();
+    const std::string log_id = service_->LogId(v1::GenerateRequest());
+    auto reject = [&](const absl::Status& status) {
+      service_->RecordCall(method, log_id, ToGrpcStatus(status), nullptr, start, "http");
+      SendError(res, status);
+    };
+    Engine* engine = nullptr;
+    if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+      return reject(st);
+    }
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
+    if (!parsed.ok()) return reject(parsed.status());
+    if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
+    absl::StatusOr<DiffusionService::Admitted> admitted =
+        service_->Admit(Authorization(req), absl::InfiniteFuture(), parsed->request, log_id);
+    if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
+
+    auto call = std::make_shared<HttpGeneration>(service_, method, log_id, start);
+    absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
+    if (!id.ok()) return reject(id.status());
+    call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
+
+    const std::string response_id =
+        absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", log_id);
+    const int64_t created = Created();
+    const int fd = FindConnectionSocket(req);
+    if (parsed->stream) {
+      Stream(std::move(call), *std::move(parsed), response_id, created, fd, res);
+    } else {
+      Unary(*call, *parsed, response_id, created, fd, res);
+    }
+  }
+
+  // Passes committed deltas through the request's stop strings; ends the engine request as
+  // soon as one is found. Returns the text to emit.
+  static std::string ApplyStops(HttpGeneration& call, StopSequences& stops,
+                                const std::string& delta) {
+    if (stops.empty()) return delta;
+    std::string out = stops.Append(delta);
+    if (stops.stopped()) call.StopBySequence();
+    return out;
+  }
+
+  // With stop strings the answer is what passed them; finish_reason "stop" when one matched.
+  static void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
+                                v1::GenerateResponse* final) {
+    if (stops.empty()) return;
+    final->set_text(emitted + stops.Finish());
+    if (stops.stopped()) final->set_finish_reason(v1::FINISH_REASON_EOS);
+  }
+
+  // Waits for the final event, cancelling the engine request if the client goes away.
+  static void Unary(HttpGeneration& call, const OpenAiRequest& request,
+                    const std::string& response_id, int64_t created, int fd,
+                    httplib::Response& res) {
+    StopSequences stops(request.stop);
+    std::string text;
+    bool cancelled = false;
+    for (;;) {
+      const bool alive = call.WaitForEvents(cancelled ? -1 : fd);
+      if (!alive && !cancelled) {
+        call.link().Cancel();  // the engine ends it within one step; wait for that
+        cancelled = true;
+      }
+      HttpGeneration::Taken taken = call.Take();
+      for (const std::string& delta : taken.deltas) text += ApplyStops(call, stops, delta);
+      if (!taken.final) continue;
+      if (!taken.status.ok()) return SendError(res, taken.status);
+      ApplyStopsToFinal(stops, text, &*taken.final);
+      res.set_content(DumpJson(CompletionResponseJson(request, response_id, created, *taken.final)),
+                      kJson);
+      return;
+    }
+  }
+
+  static void Stream(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
+                     std::string response_id, int64_t created, int fd, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    struct State {
+      explicit State(std::vector<std::string> stop) : stops(std::move(stop)) {}
+      bool first = true;  // the role chunk is still to send
+      StopSequences stops;
+      std::string emitted;  // only kept when there are stop strings
+    };
+    auto state = std::make_shared<State>(request.stop);
+    auto send = [](httplib::DataSink& sink, const std::string& payload) {
+      const std::string event = absl::StrCat("data: ", payload, "\n\n");
+      return sink.write(event.data(), event.size());
+    };
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [call, request = std::move(request), response_id = std::move(response_id), created, fd,
+         state, send](size_t, httplib::DataSink& sink) {
+          auto send_delta = [&](const std::string& text) {
+            return send(sink, DumpJson(DeltaChunkJson(request, response_id, created, text,
+                                                      /*first=*/false)));
+          };
+          if (state->first) {
+            state->first = false;
+            if (!send(sink, DumpJson(DeltaChunkJson(request, response_id, created, "", true)))) {
+              return false;
+            }
+          }
+          for (;;) {
+            HttpGeneration::Taken taken = call->Take();
+            bool wrote = false;
+            for (const std::string& delta : taken.deltas) {
+              const std::string text = ApplyStops(*call, state->stops, delta);
+              if (text.empty()) continue;
+              if (!state->stops.empty()) state->emitted += text;
+              if (!send_delta(text)) return false;  // the releaser cancels the engine request
+              wrote = true;
+            }
+            if (taken.final) {
+              if (taken.status.ok() && !state->stops.empty()) {
+                const std::string rest = state->stops.Finish();
+                if (!rest.empty() && !send_delta(rest)) return false;
+                ApplyStopsToFinal(state->stops, state->emitted + rest, &*taken.final);
+              }
+              const std::string last =
+                  taken.status.ok()
+                      ? DumpJson(FinalChunkJson(request, response_id, created, *taken.final))
+                      : HttpErrorBody(taken.status);
+              if (!send(sink, last) || !send(sink, "[DONE]")) return false;
+              sink.done();
+              return true;
+            }
+            if (wrote) return true;                      // let cpp-httplib flush and call again
+            if (!call->WaitForEvents(fd)) return false;  // client gone
+          }
+        },
+        [call](bool success) {
+          if (!success) call->link().Cancel();
+        });
+  }
+
+  DiffusionService* const service_;
+  Logger* const logger_;
+  std::string model_name_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig& config,
+                                                              DiffusionService* service,
+                                                              Logger* logger) {
+  std::unique_ptr<HttpServer> out(new HttpServer());
+  if (config.tls.enabled()) {
+    for (const auto& [key, path] :
+         {std::pair<const char*, const std::string*>{"tls.cert", &config.tls.cert},
+          {"tls.key", &config.tls.key},
+          {"tls.client_ca", &config.tls.client_ca}}) {
+      if (!path->empty() && access(path->c_str(), R_OK) != 0) {
+        return absl::NotFoundError(absl::StrCat(key, ": cannot read '", *path, "'"));
+      }
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        config.tls.cert.c_str(), config.tls.key.c_str(),
+        config.tls.client_ca.empty() ? nullptr : config.tls.client_ca.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(
+          "tls: the HTTP listener cannot use tls.cert/tls.key/tls.client_ca");
+    }
+    out->server_ = std::move(ssl);
+  } else {
+    out->server_ = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& server = *out->server_;
+  const size_t threads = static_cast<size_t>(config.http.threads);
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_payload_max_length(static_cast<size_t>(config.server.max_receive_message_bytes));
+  // Idle keep-alive connections hold a thread and delay Stop by up to the timeout; a timeout
+  // shorter than a client's idle timeout makes it reuse sockets the server just closed
+  // (connection resets). cpp-httplib's default (5 s, advertised in Keep-Alive) is the
+  // compromise; allow many requests per connection.
+  server.set_keep_alive_timeout(5);
+  server.set_keep_alive_max_count(1000);
+  server.set_tcp_nodelay(true);  // SSE events go out as they are written
+  auto handlers = std::make_shared<Handlers>(config, service, logger);
+  handlers->Install(&server);  // the routes capture `handlers`; out keeps them alive
+  out->handlers_ = handlers;
+
+  const int port =
+      server.bind_to_port(config.http.address, config.http.port) ? config.http.port : -1;
+  if (port <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", config.http.address, ":", config.http.port));
+  }
+  out->port_ = port;
+  out->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  // stop() only acts on a running server: make sure Stop can never miss it.
+  while (!server.is_running()) absl::SleepFor(absl::Milliseconds(1));
+  return out;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Stop() {
+  if (server_ != nullptr) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace dllm

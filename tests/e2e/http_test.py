@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Clients that no one here wrote, against a real dllm-server on loopback:
+
+* the official OpenAI Node SDK (tests/http, pinned in package-lock.json) on the HTTP API,
+* curl -N on the server-sent event stream, plus plain HTTP checks of errors, disconnects
+  and drain (Python's urllib / raw sockets),
+* Python gRPC (Debian python3-grpcio) with stubs generated from proto/ at test time by the
+  system protoc and grpc_python_plugin.
+
+Servers are started by e2e_test.Server (free ports, temporary config); see e2e_test.py.
+Usage: http_test.py --bin-dir build/bin [unittest args, e.g. HttpTest.test_openai_sdk]
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_test  # noqa: E402
+from e2e_test import SOURCE_DIR, free_port, make_model  # noqa: E402
+
+TINY_MODEL = os.path.join(SOURCE_DIR, "models", "llada-tiny")
+HTTP_TESTS_DIR = os.path.join(SOURCE_DIR, "tests", "http")
+TOKEN = "http-test-token"
+
+
+def post(port, path, body, token=TOKEN, timeout=120):
+    """Returns (status, parsed JSON body)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data,
+                                 headers={"Content-Type": "application/json"})
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def get(port, path, token=TOKEN):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def sse_events(text):
+    """The data payloads of an SSE body, in order."""
+    return [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
+
+
+class HttpTest(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="dllm-http-")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, model=TINY_MODEL, overrides=None, auth=True, client_args=(), **kwargs):
+        http_port = free_port()
+        extra = {"http": {"address": "127.0.0.1", "port": http_port}}
+        env = {}
+        if auth:
+            extra["auth"] = {"tokens_env": "HTTP_TEST_TOKENS"}
+            env["HTTP_TEST_TOKENS"] = TOKEN
+        overrides = e2e_test.deep_merge(extra, overrides or {})
+        s = e2e_test.Server(self.tmp, model, overrides=overrides, env=env,
+                            wait=False, **kwargs)
+        self.servers.append(s)
+        s.http_port = http_port
+        s.wait_serving((["--token", TOKEN] if auth else []) + list(client_args))
+        return s
+
+    def node(self, server, scenario, model_id="llada-tiny"):
+        setup = subprocess.run([os.path.join(HTTP_TESTS_DIR, "npm_ci.sh")],
+                               capture_output=True, text=True, timeout=300)
+        self.assertEqual(setup.returncode, 0, setup.stderr)
+        env = dict(os.environ, DLLM_BASE_URL="http://127.0.0.1:%d/v1" % server.http_port,
+                   DLLM_API_KEY=TOKEN, DLLM_MODEL=model_id)
+        r = subprocess.run(["node", os.path.join(HTTP_TESTS_DIR, "openai_sdk_test.mjs"),
+                            scenario], capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(r.returncode, 0, "%s\n%s\n%s" % (r.stdout, r.stderr, server.log()[-3000:]))
+        return r.stdout
+
+    # ------------------------------------------------------------ OpenAI Node SDK
+
+    def test_openai_sdk(self):
+        s = self.start()
+        out = self.node(s, "api")
+        self.assertIn("api ok", out)
+        metrics = s.metrics_text()
+        self.assertIn('dllm_requests_total{protocol="http",status="UNAUTHENTICATED"} 1', metrics)
+        self.assertIn('dllm_requests_total{protocol="http",status="NOT_FOUND"} 1', metrics)
+        self.assertIn('dllm_requests_total{protocol="grpc",status="OK"} 0', metrics)
+
+    def test_openai_sdk_queue_full(self):
+        s = self.start(overrides={"engine": {"max_batch_sequences": 1, "queue_capacity": 1}})
+        self.assertIn("queue_full ok", self.node(s, "queue_full"))
+
+    # ------------------------------------------------------------ curl -N on the stream
+
+    def test_curl_sse(self):
+        s = self.start()
+        body = {"model": "llada-tiny", "messages": [{"role": "user", "content": "add 12 30"}],
+                "max_tokens": 24, "seed": 9, "temperature": 0.5}
+        status, unary = post(s.http_port, "/v1/chat/completions", body)
+        self.assertEqual(status, 200, unary)
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "--fail-with-body", "-H", "Authorization: Bearer " + TOKEN,
+             "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(body, stream=True)),
+             "http://127.0.0.1:%d/v1/chat/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        events = sse_events(r.stdout)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        self.assertGreaterEqual(len(chunks), 2)
+        self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
+        for c in chunks[:-1]:
+            self.assertIsNone(c["choices"][0]["finish_reason"])
+        final = chunks[-1]
+        self.assertEqual(final["choices"][0]["finish_reason"],
+                         unary["choices"][0]["finish_reason"])
+        self.assertEqual(final["usage"], unary["usage"])
+        self.assertEqual(final["cache_stats"], unary["cache_stats"])
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        self.assertEqual(text, unary["choices"][0]["message"]["content"])
+        # Every delta chunk is non-empty: one committed delta, one event.
+        for c in chunks[1:-1]:
+            self.assertNotEqual(c["choices"][0]["delta"]["content"], "")
+        self.assertIn("text/event-stream", subprocess.run(
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{content_type}", "-H",
+             "Authorization: Bearer " + TOKEN, "-d", json.dumps(dict(body, stream=True)),
+             "http://127.0.0.1:%d/v1/chat/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120).stdout)
+
+    # ------------------------------------------------------------ errors and health
+
+    def test_errors(self):
+        s = self.start(overrides={"server": {"max_receive_message_bytes": 4096},
+                                  "limits": {"max_steps": 64}})
+        chat = {"model": "llada-tiny", "messages": [{"role": "user", "content": "hi"}]}
+        cases = [
+            (dict(chat, frobnicate=1), 400, "frobnicate"),
+            (dict(chat, n=3), 400, "n"),
+            (dict(chat, temperature="hot"), 400, "temperature"),
+            (dict(chat, max_tokens=0), 400, "max_tokens"),
+            (dict(chat, max_completion_tokens=100000), 400, "max_completion_tokens"),
+            (dict(chat, decoding={"steps": 65}), 400, "decoding.steps"),
+            (dict(chat, decoding={"schedule": "zigzag"}), 400, "decoding.schedule"),
+            (dict(chat, cache={"policy": "sometimes"}), 400, "cache.policy"),
+            (dict(chat, stop=["a", "b", "c", "d", "e"]), 400, "stop"),
+            (dict(chat, messages=[{"role": "robot", "content": "x"}]), 400, "messages[0].role"),
+            ({"messages": chat["messages"]}, 400, "model"),
+            (dict(chat, model="gpt-4o"), 404, "model"),
+        ]
+        for body, code, param in cases:
+            with self.subTest(param=param):
+                status, err = post(s.http_port, "/v1/chat/completions", body)
+                self.assertEqual(status, code, err)
+                self.assertEqual(err["error"]["param"], param, err)
+                self.assertIsInstance(err["error"]["message"], str)
+                self.assertIsInstance(err["error"]["type"], str)
+        status, err = post(s.http_port, "/v1/chat/completions", b"{not json")
+        self.assertEqual((status, err["error"]["type"]), (400, "invalid_request_error"))
+        status, err = post(s.http_port, "/v1/chat/completions", chat, token=None)
+        self.assertEqual((status, err["error"]["type"]), (401, "authentication_error"))
+        status, err = post(s.http_port, "/v1/chat/completions", chat, token="wrong")
+        self.assertEqual(status, 401)
+        self.assertNotIn("wrong", err["error"]["message"])
+        status, err = post(s.http_port, "/v1/chat/completions",
+                           dict(chat, messages=[{"role": "user", "content": "z" * 5000}]))
+        self.assertEqual(status, 413, err)
+        self.assertIn("error", err)
+        status, err = post(s.http_port, "/v1/embeddings", {"model": "llada-tiny"})
+        self.assertEqual((status, err["error"]["type"]), (404, "not_found_error"))
+        status, err = get(s.http_port, "/v1/models", token=None)
+        self.assertEqual(status, 401)
+        status, models = get(s.http_port, "/v1/models")
+        self.assertEqual((status, [m["id"] for m in models["data"]]), (200, ["llada-tiny"]))
+        self.assertEqual(get(s.http_port, "/health", token=None), (200, {"status": "serving"}))
+
+    def test_stop(self):
+        """stop strings cut the answer before the first match and end the request early."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 256, "seed": 3,
+                "decoding": {"block_length": 16, "steps": 256}, "cache": {"policy": "none"}}
+        status, full = post(s.http_port, "/v1/completions", base, token=None)
+        self.assertEqual(status, 200, full)
+        text = full["choices"][0]["text"]
+        self.assertGreater(len(text), 40, text)
+        stop = text[20:23]
+        expected = text[:text.find(stop)]
+        status, cut = post(s.http_port, "/v1/completions", dict(base, stop=[stop, "\u0000"]),
+                           token=None)
+        self.assertEqual(status, 200, cut)
+        self.assertEqual(cut["choices"][0]["text"], expected)
+        self.assertEqual(cut["choices"][0]["finish_reason"], "stop")
+        # The engine request ended at the stop, long before the canvas was done.
+        self.assertLess(cut["cache_stats"]["steps"], full["cache_stats"]["steps"])
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-d", json.dumps(dict(base, stop=stop, stream=True)),
+             "http://127.0.0.1:%d/v1/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), expected)
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "stop")
+        self.assertIn('dllm_requests_total{protocol="http",status="OK"} 3', s.metrics_text())
+
+    # ------------------------------------------------------------ disconnect and drain
+
+    def test_disconnect_cancels(self):
+        model = make_model(self.tmp)  # the fixture with room for long answers
+        s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
+        model_id = "model"
+        body = json.dumps({"model": model_id, "prompt": "Hello", "max_tokens": e2e_test.LONG_TOKENS,
+                           "decoding": {"block_length": e2e_test.LONG_TOKENS, "steps": 
+                                        e2e_test.LONG_TOKENS}, "cache": {"policy": "none"},
+                           "stream": True})
+        for stream in (True, False):
+            with self.subTest(stream=stream):
+                payload = json.loads(body)
+                payload["stream"] = stream
+                conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=60)
+                conn.request("POST", "/v1/completions", body=json.dumps(payload),
+                             headers={"Content-Type": "application/json"})
+                if stream:
+                    resp = conn.getresponse()
+                    self.assertEqual(resp.status, 200)
+                    resp.fp.readline()  # the first event has arrived: the request is queued
+                time.sleep(0.3)  # let it run a few steps
+                conn.sock.shutdown(socket.SHUT_RDWR)
+                conn.close()
+                method = "Completions"
+                record = s.wait_record(lambda r: r.get("protocol") == "http" and
+                                       r.get("status") == "CANCELLED" and
+                                       r.get("method") == method and
+                                       r.get("id") not in getattr(self, "_seen", set()))
+                self._seen = getattr(self, "_seen", set()) | {record["id"]}
+                self.assertGreater(record["steps"], 0, record)
+                self.assertLess(record["steps"], e2e_test.LONG_TOKENS, record)
+
+    def test_drain(self):
+        model = make_model(self.tmp)
+        s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
+        body = {"model": "model", "prompt": "Hello", "max_tokens": e2e_test.LONG_TOKENS,
+                "decoding": {"block_length": e2e_test.LONG_TOKENS}}
+        result = {}
+
+        def long_request():
+            result["value"] = post(s.http_port, "/v1/completions", body, token=None)
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        deadline = time.time() + 30
+        while time.time() < deadline and "running" not in result:
+            m = s.metrics_text()
+            if "dllm_num_requests_running 1" in m:
+                result["running"] = True
+            time.sleep(0.02)
+        s.proc.send_signal(signal.SIGTERM)
+        saw_503 = False
+        deadline = time.time() + 30
+        while time.time() < deadline and t.is_alive():
+            try:
+                status, health = get(s.http_port, "/health", token=None)
+                status2, err = post(s.http_port, "/v1/completions", dict(body, max_tokens=4),
+                                    token=None, timeout=5)
+            except (OSError, http.client.HTTPException):
+                break
+            if status == 503 and status2 == 503:
+                self.assertEqual(err["error"]["type"], "service_unavailable")
+                saw_503 = True
+                break
+            time.sleep(0.02)
+        t.join(60)
+        self.assertTrue(saw_503, s.log()[-2000:])
+        status, done = result["value"]
+        self.assertEqual(status, 200, done)
+        self.assertEqual(done["usage"]["completion_tokens"] >= 0, True)
+        self.assertEqual(s.stop(), 0)
+
+    def test_tls(self):
+        """With tls: set, the HTTP listener speaks HTTPS with the same certificates (mTLS)."""
+        pki = e2e_test.E2ETest.make_pki(self)
+        p = lambda name: os.path.join(pki, name)
+        client = ["--ca", p("ca.pem"), "--cert", p("client.pem"), "--key", p("client.key")]
+        s = self.start(overrides={"tls": {"cert": p("server.pem"), "key": p("server.key"),
+                                          "client_ca": p("ca.pem")}}, client_args=client)
+        url = "https://localhost:%d/v1/completions" % s.http_port
+        body = json.dumps({"model": "llada-tiny", "prompt": "add 1 2", "max_tokens": 8})
+        curl = ["curl", "-sS", "--max-time", "20", "-H", "Authorization: Bearer " + TOKEN,
+                "-H", "Content-Type: application/json", "-d", body]
+        r = subprocess.run(curl + ["--cacert", p("ca.pem"), "--cert", p("client.pem"),
+                                   "--key", p("client.key"), url],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["object"], "text_completion")
+        # No client certificate, a certificate from another CA, or plaintext: refused.
+        for args in (["--cacert", p("ca.pem")],
+                     ["--cacert", p("ca.pem"), "--cert", p("rogue.pem"), "--key", p("rogue.key")]):
+            r = subprocess.run(curl + args + [url], capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertNotIn("text_completion", r.stdout)
+        r = subprocess.run(curl + [url.replace("https://", "http://")], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotIn("text_completion", r.stdout)
+
+    # ------------------------------------------------------------ Python gRPC
+
+    def test_grpc_python(self):
+        s = self.start(auth=True)
+        out = os.path.join(self.tmp, "stubs")
+        os.makedirs(out)
+        protos = [(os.path.join(SOURCE_DIR, "proto"), "dllm/v1/dllm.proto"),
+                  (os.path.join(os.path.dirname(os.path.abspath(__file__)), "proto"),
+                   "health.proto")]
+        for include, proto in protos:
+            # Debian's grpc_tools bundles protoc 3.5, which rejects proto3 `optional`: use
+            # the system protoc with the gRPC Python plugin instead.
+            r = subprocess.run(["protoc", "-I", include, "--python_out", out,
+                                "--grpc_out", out,
+                                "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", proto],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        example = os.path.join(SOURCE_DIR, "docs", "examples", "python_grpc_client.py")
+        r = subprocess.run(["/usr/bin/python3", example, "--address", s.address,
+                            "--token", TOKEN, "--stubs", out, "--check"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("all checks passed", r.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True)
+    args, rest = parser.parse_known_args()
+    e2e_test.BIN_DIR = os.path.abspath(args.bin_dir)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
