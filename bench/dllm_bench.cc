@@ -4,6 +4,7 @@
 //   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
 //              [--sweep tau=a:b:n [--sweep-out PREFIX]] [--baseline SETTING]
+//              [--shadow RATE [--shadow-out FILE.csv]]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -38,6 +39,15 @@
 // --sweep tau=a:b:n additionally runs the entropy policy at n thresholds from a to b (k from
 // the first entropy --policy, else 32) and writes PREFIX.csv and, through gnuplot, PREFIX.png
 // (accuracy and speedup against tau).
+//
+// --shadow RATE checks that fraction of every setting's partial steps against a shadow full
+// forward (cache.shadow_sample_rate per request) and adds a "shadow" object per setting:
+// samples, mean KL(full || partial), mismatch rate, mean max committed-probability change,
+// mean K/V drift per region, and the shadow time. The engine skips shadows while requests
+// queue, so with --shadow the bench keeps at most --batch requests in flight (it submits the
+// next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
+// sample (setting, request, step, E, KL, mismatch, drifts) for offline analysis
+// (docs/entropy-drift.md).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -79,6 +89,25 @@ struct Setting {
   std::string policy_spec;
   DecodingParams decoding;
   CacheParams cache;
+};
+
+// Shadow samples of one setting.
+class ShadowCollector final : public EngineObserver {
+ public:
+  void OnShadowSample(const ShadowSample& sample) override {
+    absl::MutexLock lock(&mu_);
+    samples_.push_back(sample);
+  }
+  std::vector<ShadowSample> Take() {
+    absl::MutexLock lock(&mu_);
+    std::vector<ShadowSample> out;
+    out.swap(samples_);
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ShadowSample> samples_;
 };
 
 struct Result {
@@ -282,7 +311,8 @@ class WaitSink final : public EventSink {
 };
 
 Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tasks,
-                  const Setting& setting, int gen_length) {
+                  const Setting& setting, int gen_length, float shadow_rate = -1,
+                  int in_flight = 0) {
   Result r;
   timer.TakeTotals();
   int64_t steps = 0, full = 0, rows = 0, correct = 0;
@@ -294,12 +324,15 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
     const size_t begin = 0, end = tasks.size();
     std::vector<std::shared_ptr<WaitSink>> sinks;
     for (size_t i = begin; i < end; ++i) {
+      // A bounded window: wait for the oldest before going over `in_flight` requests.
+      if (in_flight > 0 && i >= begin + in_flight) sinks[i - begin - in_flight]->Wait();
       GenerationRequest req;
       req.id = absl::StrCat(i);
       req.messages = {ChatMessage{"user", tasks[i].prompt}};
       req.max_new_tokens = gen_length;
       req.decoding = setting.decoding;
       req.cache = setting.cache;
+      if (shadow_rate >= 0) req.cache.shadow_sample_rate = shadow_rate;
       auto sink = std::make_shared<WaitSink>();
       absl::StatusOr<RequestId> id = engine.Submit(req, sink);
       if (!id.ok()) {
@@ -376,6 +409,44 @@ nlohmann::json PolicyParams(const CacheParams& c) {
     j["n"] = c.refresh_interval;
     j["k"] = c.recent_k;
   }
+  return j;
+}
+
+// Summary of a setting's shadow samples (the same figures as the dllm_cache_shadow_* metrics).
+nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& samples, double rate) {
+  nlohmann::json j;
+  j["rate"] = rate;
+  j["samples"] = samples.size();
+  double kl = 0, kl_max = 0, change = 0, seconds = 0;
+  int mismatches = 0, with_commits = 0;
+  double drift[EngineObserver::kShadowRegions] = {};
+  int drift_n[EngineObserver::kShadowRegions] = {};
+  for (const auto& s : samples) {
+    kl += s.kl_mean;
+    kl_max = std::max(kl_max, s.kl_max);
+    mismatches += s.decision_mismatch ? 1 : 0;
+    if (s.committed > 0) {
+      change += s.max_prob_change;
+      ++with_commits;
+    }
+    seconds += s.seconds;
+    for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+      if (s.drift[r].positions == 0) continue;
+      drift[r] += s.drift[r].kv;
+      ++drift_n[r];
+    }
+  }
+  const double n = static_cast<double>(samples.size());
+  j["mean_kl"] = n ? Round(kl / n, 6) : 0.0;
+  j["max_kl"] = Round(kl_max, 6);
+  j["mismatch_rate"] = n ? Round(mismatches / n, 4) : 0.0;
+  j["mean_max_prob_change"] = with_commits ? Round(change / with_commits, 5) : 0.0;
+  nlohmann::json d = nlohmann::json::object();
+  for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+    if (drift_n[r]) d[ShadowRegionName(r)] = Round(drift[r] / drift_n[r], 5);
+  }
+  j["mean_kv_drift"] = d;
+  j["shadow_s"] = Round(seconds, 3);
   return j;
 }
 
@@ -457,6 +528,8 @@ int Main(int argc, char** argv) {
   std::string baseline_spec = "vanilla";
   std::vector<std::string> policies, decodings;
   int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
+  double shadow = -1;                                     // < 0: no --shadow
+  std::string shadow_out;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -487,11 +560,16 @@ int Main(int argc, char** argv) {
       sweep_out = value();
     else if (arg == "--baseline")
       baseline_spec = value();
+    else if (arg == "--shadow")
+      shadow = ToDouble(arg, value());
+    else if (arg == "--shadow-out")
+      shadow_out = value();
     else if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
-                   "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
-                   "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX] "
-                   "[--baseline vanilla|DECODING[@POLICY]]\n";
+      std::cout
+          << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
+             "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
+             "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX] "
+             "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-out FILE.csv]]\n";
       return 0;
     } else
       Die("unknown argument " + arg + " (see --help)");
@@ -499,6 +577,8 @@ int Main(int argc, char** argv) {
   if (model_dir.empty() || tasks_path.empty()) Die("--model and --tasks are required");
   if (batch < 1) Die("--batch must be >= 1");
   if (gen_length < 0) Die("--gen-length must be >= 1");
+  if (shadow > 1) Die("--shadow must be in [0, 1]");
+  if (!shadow_out.empty() && shadow < 0) Die("--shadow-out needs --shadow");
 
   std::vector<Task> tasks;
   {
@@ -537,6 +617,21 @@ int Main(int argc, char** argv) {
   options.cpu_threads = threads;
   options.max_new_tokens_limit = std::max(1024, gen_length);
   options.kv_budget_bytes = int64_t{8} << 30;
+  ShadowCollector collector;
+  if (shadow >= 0) options.observer = &collector;
+  std::ofstream shadow_csv;
+  if (!shadow_out.empty()) {
+    shadow_csv.open(shadow_out);
+    if (!shadow_csv) Die("cannot write " + shadow_out);
+    shadow_csv << "decoding,policy,tau,k,request,step,entropy,kl_mean,kl_max,mismatch,"
+                  "max_prob_change,committed";
+    for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+      shadow_csv << ",drift_" << ShadowRegionName(r);
+      for (int g = 0; g < EngineObserver::kShadowLayerGroups; ++g)
+        shadow_csv << ",drift_" << ShadowRegionName(r) << "_" << ShadowLayerGroupName(g);
+    }
+    shadow_csv << "\n";
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) Die("cannot create the engine: " + engine.status().ToString());
   const ModelInfo& info = (*engine)->model_info();
@@ -625,7 +720,10 @@ int Main(int argc, char** argv) {
     double none_tps = 0;
     for (size_t s = 0; s < settings.size(); ++s) {
       const Setting& setting = settings[s];
-      const Result r = RunSetting(**engine, timer, tasks, setting, gen_length);
+      collector.Take();
+      const Result r = RunSetting(**engine, timer, tasks, setting, gen_length,
+                                  static_cast<float>(shadow), shadow >= 0 ? batch : 0);
+      const std::vector<EngineObserver::ShadowSample> samples = collector.Take();
       if (!r.rejected.empty()) {
         nlohmann::json j;
         j["decoding"] = DecodingJson(setting.decoding);
@@ -642,7 +740,27 @@ int Main(int argc, char** argv) {
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
+      if (shadow >= 0) j["shadow"] = ShadowJson(samples, shadow);
       std::cout << j.dump() << std::endl;
+      if (shadow_csv.is_open()) {
+        // Empty drift cells: the step had no position in that region.
+        auto cell = [](const EngineObserver::KvDrift& d) {
+          return d.positions > 0 && d.layers > 0 ? absl::StrCat(d.kv) : std::string();
+        };
+        for (const auto& s : samples) {
+          shadow_csv << '"' << dname << "\"," << PolicyName(setting.cache.policy) << ","
+                     << setting.cache.entropy_threshold << "," << setting.cache.recent_k << ","
+                     << s.request_id << "," << s.step << "," << s.entropy << "," << s.kl_mean << ","
+                     << s.kl_max << "," << (s.decision_mismatch ? 1 : 0) << "," << s.max_prob_change
+                     << "," << s.committed;
+          for (int reg = 0; reg < EngineObserver::kShadowRegions; ++reg) {
+            shadow_csv << "," << cell(s.drift[reg]);
+            for (int g = 0; g < EngineObserver::kShadowLayerGroups; ++g)
+              shadow_csv << "," << cell(s.drift_by_group[reg][g]);
+          }
+          shadow_csv << "\n";
+        }
+      }
       if (s >= caches.size() && csv.is_open()) {
         csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
             << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","

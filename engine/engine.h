@@ -68,6 +68,9 @@ struct CacheParams {
   float entropy_threshold = 0.5f;  // tau, nats: max committed entropy > tau => next step full
   int recent_k = 32;               // most recently committed tokens recomputed in partial steps
   int refresh_interval = 8;        // kInterval
+  // Per-request override of EngineOptions::shadow_sample_rate, in [0, 1]; unset: the engine's.
+  // Shadow steps are an observation only: they never change what the request commits.
+  std::optional<float> shadow_sample_rate;
 };
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
@@ -155,7 +158,54 @@ class EngineObserver {
   // Gauges, reported after every step and every admission change.
   virtual void OnQueue(int waiting, int running, double kv_usage_ratio) {}
   virtual void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {}
+
+  // One sampled partial step checked against a shadow full forward of the same canvas
+  // (EngineOptions::shadow_sample_rate). The shadow writes a scratch KV slab, never the
+  // sequence's, and its time is in `seconds` only, not in StepInfo::seconds. Called before
+  // the step's commits are applied, hence before the request's final event.
+  enum ShadowRegion {
+    kShadowPrompt = 0,    // prompt positions the partial step read from the cache
+    kShadowDecodedOld,    // decoded answer tokens older than the recent k (cached)
+    kShadowMasksOutside,  // masks outside the denoising window (cached)
+    kShadowRecomputed,    // rows the partial step recomputed (window masks + recent k)
+    kShadowRegions,
+  };
+  enum ShadowLayerGroup { kShadowFirst = 0, kShadowMiddle, kShadowLast, kShadowLayerGroups };
+  // Relative L2 drift ||cached - fresh|| / ||fresh|| of the K (and V) entries of a set of
+  // positions and layers, after the partial step wrote its rows. `positions` == 0 or
+  // `layers` == 0: no data (drifts 0).
+  struct KvDrift {
+    int positions = 0;
+    int layers = 0;
+    double k = 0;
+    double v = 0;
+    double kv = 0;  // K and V entries together
+  };
+  struct ShadowSample {
+    std::string request_id;  // GenerationRequest::id
+    int step = 0;            // the sequence's denoising step that was shadowed
+    // E that allowed this partial step: max entropy (nats) of the tokens committed by the
+    // previous step (0 when it committed none).
+    double entropy = 0;
+    int predicted_rows = 0;
+    double kl_mean = 0;  // mean over predicted rows of KL(full || partial), nats
+    double kl_max = 0;
+    // Whether the tokens (positions and ids) the step commits would differ had it been full.
+    bool decision_mismatch = false;
+    int committed = 0;  // tokens the (partial) step commits
+    // max over committed tokens of |p_partial(token) - p_full(token)| at its position.
+    double max_prob_change = 0;
+    KvDrift drift[kShadowRegions];                               // all layers
+    KvDrift drift_by_group[kShadowRegions][kShadowLayerGroups];  // first/middle/last third
+    double seconds = 0;  // the shadow forward plus the comparison
+  };
+  virtual void OnShadowSample(const ShadowSample& sample) {}
 };
+
+// Metric label of a shadow region: "prompt", "decoded_old", "masks_outside", "recomputed".
+const char* ShadowRegionName(int region);
+// "first", "middle", "last".
+const char* ShadowLayerGroupName(int group);
 
 // ---------------------------------------------------------------- engine
 
@@ -169,6 +219,9 @@ struct EngineOptions {
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
   int cpu_threads = 0;      // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
+  // Fraction of partial steps checked by a shadow full forward (cache.shadow_sample_rate);
+  // 0 = off. At most one shadow per engine step, none while requests wait in the queue.
+  float shadow_sample_rate = 0.0f;
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };
 

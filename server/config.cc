@@ -486,6 +486,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (k.refresh_interval && *k.refresh_interval < 1) {
     return Invalid("cache.refresh_interval", "must be >= 1");
   }
+  if (!(k.shadow_sample_rate >= 0.0f && k.shadow_sample_rate <= 1.0f)) {
+    return Invalid("cache.shadow_sample_rate", "must be in [0, 1]");
+  }
   if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
   if (c.metrics.port != 0 && c.metrics.address.empty()) {
     return Invalid("metrics.address", "must not be empty when metrics.port is set");
@@ -568,6 +571,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.ReadOptional("entropy_threshold", &c.cache.entropy_threshold);
     r.ReadOptional("recent_k", &c.cache.recent_k);
     r.ReadOptional("refresh_interval", &c.cache.refresh_interval);
+    r.Read("shadow_sample_rate", &c.cache.shadow_sample_rate);
     r.CheckUnknownKeys();
   }
   {

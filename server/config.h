@@ -74,6 +74,9 @@ struct CacheDefaults {
   std::optional<float> entropy_threshold;
   std::optional<int> recent_k;
   std::optional<int> refresh_interval;
+  // Not a request default: the engine's EngineOptions::shadow_sample_rate, the fraction of
+  // partial steps checked by a shadow full forward (cache-quality metrics). 0 = off.
+  float shadow_sample_rate = 0.0f;
 };
 
 // Operator bounds on per-request knobs (checked after defaults are applied).

@@ -255,6 +255,7 @@ int Run(int argc, char** argv) {
   options.cpu_threads = config.engine.cpu_threads;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics.get();
+  options.shadow_sample_rate = config.cache.shadow_sample_rate;
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) {

@@ -13,6 +13,12 @@ const Histogram::BucketBoundaries kEntropyBuckets = {0.001, 0.01, 0.05, 0.1, 0.2
                                                      1.5,   2,    3,    4,   6,    8};
 const Histogram::BucketBoundaries kRowsBuckets = {
     1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+const Histogram::BucketBoundaries kKlBuckets = {1e-6, 1e-5, 1e-4, 1e-3, 0.003, 0.01,
+                                                0.03, 0.1,  0.3,  1,    3};
+const Histogram::BucketBoundaries kDriftBuckets = {0.001, 0.003, 0.01, 0.03, 0.1, 0.2,
+                                                   0.3,   0.5,   0.75, 1,    2};
+const Histogram::BucketBoundaries kProbChangeBuckets = {0.001, 0.005, 0.01, 0.02, 0.05,
+                                                        0.1,   0.2,   0.3,  0.5,  1};
 const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 
 prometheus::Histogram& MakeHistogram(prometheus::Registry& r, const std::string& name,
@@ -82,7 +88,34 @@ ServerMetrics::ServerMetrics()
       decision_seconds_(MakeCounter(*registry_, "dllm_decision_overhead_seconds_total",
                                     "Time spent in cache-policy decisions")),
       step_seconds_(
-          MakeCounter(*registry_, "dllm_step_seconds_total", "Wall time of all engine steps")) {
+          MakeCounter(*registry_, "dllm_step_seconds_total", "Wall time of all engine steps")),
+      shadow_samples_(MakeCounter(*registry_, "dllm_cache_shadow_samples_total",
+                                  "Partial steps checked against a shadow full forward")),
+      shadow_mismatches_(
+          MakeCounter(*registry_, "dllm_cache_shadow_decision_mismatch_total",
+                      "Shadow samples whose committed tokens would differ under a full step")),
+      shadow_seconds_(MakeCounter(*registry_, "dllm_cache_shadow_seconds_total",
+                                  "Time spent in shadow full forwards and their comparison")),
+      shadow_kl_(MakeHistogram(*registry_, "dllm_cache_shadow_kl",
+                               "Mean KL(full || partial) of the predicted rows, nats, per sample",
+                               kKlBuckets)),
+      shadow_prob_change_(MakeHistogram(
+          *registry_, "dllm_cache_shadow_max_prob_change",
+          "Largest |p_partial - p_full| of a committed token, per sample", kProbChangeBuckets)),
+      shadow_drift_family_(prometheus::BuildHistogram()
+                               .Name("dllm_cache_shadow_kv_drift")
+                               .Help("Relative L2 drift of cached K/V against a full forward, "
+                                     "by region and layer third, per sample")
+                               .Register(*registry_)) {
+  for (int region = 0; region < kShadowRegions; ++region) {
+    shadow_drift_[region][0] = &shadow_drift_family_.Add(
+        {{"region", ShadowRegionName(region)}, {"layers", "all"}}, kDriftBuckets);
+    for (int g = 0; g < kShadowLayerGroups; ++g) {
+      shadow_drift_[region][1 + g] = &shadow_drift_family_.Add(
+          {{"region", ShadowRegionName(region)}, {"layers", ShadowLayerGroupName(g)}},
+          kDriftBuckets);
+    }
+  }
   // Pre-create the common series so that rate() queries see zeros instead of nothing.
   for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
                            "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "INTERNAL"}) {
@@ -145,6 +178,23 @@ void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalE
   if (s.first_commit_seconds > 0) first_commit_.Observe(s.first_commit_seconds);
   generated_tokens_.Increment(s.generated_tokens);
   prompt_tokens_.Increment(s.prompt_tokens);
+}
+
+void ServerMetrics::OnShadowSample(const ShadowSample& sample) {
+  shadow_samples_.Increment();
+  if (sample.decision_mismatch) shadow_mismatches_.Increment();
+  shadow_seconds_.Increment(sample.seconds);
+  shadow_kl_.Observe(sample.kl_mean);
+  if (sample.committed > 0) shadow_prob_change_.Observe(sample.max_prob_change);
+  // Regions a step did not have (no prompt rows read from the cache, say) are not observed.
+  for (int region = 0; region < kShadowRegions; ++region) {
+    if (sample.drift[region].positions > 0)
+      shadow_drift_[region][0]->Observe(sample.drift[region].kv);
+    for (int g = 0; g < kShadowLayerGroups; ++g) {
+      const KvDrift& d = sample.drift_by_group[region][g];
+      if (d.positions > 0 && d.layers > 0) shadow_drift_[region][1 + g]->Observe(d.kv);
+    }
+  }
 }
 
 }  // namespace dllm

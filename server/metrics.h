@@ -27,6 +27,17 @@
 //   dllm_step_seconds_total                counter: wall time of all engine steps
 //   dllm_build_info{version,backend,model} gauge: 1 once the model is loaded (version is
 //                                          `git describe` at configure time)
+// Cache quality, from sampled shadow full steps (cache.shadow_sample_rate; see
+// EngineObserver::ShadowSample):
+//   dllm_cache_shadow_samples_total        counter: partial steps checked by a shadow forward
+//   dllm_cache_shadow_decision_mismatch_total  counter: samples whose commits would differ
+//   dllm_cache_shadow_kl                   histogram: mean KL(full || partial), nats, per sample
+//   dllm_cache_shadow_max_prob_change      histogram: max |p_partial - p_full| of a committed
+//                                          token, per sample
+//   dllm_cache_shadow_kv_drift{region,layers}  histogram: relative L2 drift of cached K/V;
+//                                          region prompt|decoded_old|masks_outside|recomputed,
+//                                          layers all|first|middle|last (thirds)
+//   dllm_cache_shadow_seconds_total        counter: time spent in shadow forwards
 // plus the process_* series of ProcessMetrics (server/process_metrics.h) on the exposer.
 //
 // Thread-safety: observer methods run on the engine worker, CountRequest on gRPC threads;
@@ -68,6 +79,7 @@ class ServerMetrics : public EngineObserver {
   void OnStep(const StepInfo& info) override;
   void OnQueue(int waiting, int running, double kv_usage_ratio) override;
   void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) override;
+  void OnShadowSample(const ShadowSample& sample) override;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -93,6 +105,15 @@ class ServerMetrics : public EngineObserver {
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& decision_seconds_;
   prometheus::Counter& step_seconds_;
+  prometheus::Counter& shadow_samples_;
+  prometheus::Counter& shadow_mismatches_;
+  prometheus::Counter& shadow_seconds_;
+  prometheus::Histogram& shadow_kl_;
+  prometheus::Histogram& shadow_prob_change_;
+  prometheus::Family<prometheus::Histogram>& shadow_drift_family_;
+  // [region][0 = all layers, 1 + layer third]
+  prometheus::Histogram* shadow_drift_[EngineObserver::kShadowRegions]
+                                      [1 + EngineObserver::kShadowLayerGroups] = {};
 
   // Ring buffer of the last kRefreshWindow sequence-steps (true = full refresh).
   absl::Mutex window_mu_;

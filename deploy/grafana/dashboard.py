@@ -115,8 +115,16 @@ def panels():
             (f"max by (pod) (dllm_cache_refresh_ratio{{{SEL}}})", "{{pod}} (gauge, recent window)"),
             (f"sum by (pod) (rate(dllm_full_refresh_steps_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_denoise_steps_total{{{SEL}}}[{RATE}]))", "{{pod}} full-refresh steps / all steps"),
         ], "percentunit", "Share of work the approximate KV cache recomputes, per pod. 1 = no reuse (full recompute every step). An alert fires when it leaves its daily baseline."), 12),
+        (timeseries("Cache quality: shadow decision mismatch rate", [
+            (f"sum by (pod) (rate(dllm_cache_shadow_decision_mismatch_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}]))", "{{pod}} mismatching samples / samples"),
+        ], "percentunit", "Sampled partial steps (cache.shadow_sample_rate) are re-run as full forwards on a scratch cache; this is the share whose committed tokens would have differed. The cost of a low refresh ratio. Alert: above the budget (recording rule dllm:cache_shadow_mismatch_budget, default 5%) over 1 h."), 12),
         (timeseries("Step latency: full vs partial", quantiles("dllm_step_duration_seconds", by="kind"), "s",
                     "Wall time of one engine step, by kind: full = whole canvas recomputed, partial = only the rows the cache policy selected."), 12),
+        (timeseries("Cache quality: KL and committed-probability change", [
+            (f"sum(rate(dllm_cache_shadow_kl_sum{{{SEL}}}[{RATE}])) / sum(rate(dllm_cache_shadow_kl_count{{{SEL}}}[{RATE}]))", "KL(full || partial), mean (nats)"),
+            (f"histogram_quantile(0.95, sum by (le) (rate(dllm_cache_shadow_kl_bucket{{{SEL}}}[{RATE}])))", "KL p95 (nats)"),
+            (f"sum(rate(dllm_cache_shadow_max_prob_change_sum{{{SEL}}}[{RATE}])) / sum(rate(dllm_cache_shadow_max_prob_change_count{{{SEL}}}[{RATE}]))", "max |dp| of a committed token, mean"),
+        ], "short", "Per shadow sample: mean KL divergence of the full step's predictive distributions from the partial step's, and the largest probability change of a token the step committed."), 12),
         (heatmap("Decoded-token entropy", {
             "expr": f"sum by (le) (increase(dllm_decoded_token_entropy_bucket{{{SEL}}}[{RATE}]))",
             "legendFormat": "{{le}}", "format": "heatmap",
@@ -129,6 +137,14 @@ def panels():
         (timeseries("Decision overhead fraction", [
             (f"sum(rate(dllm_decision_overhead_seconds_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "decision / step time"),
         ], "percentunit", "Share of step wall time spent in the cache policy and decoder decisions rather than the forward pass."), 12),
+        (timeseries("Cache quality: K/V drift by region", [
+            (f'sum by (region) (rate(dllm_cache_shadow_kv_drift_sum{{{SEL}, layers="all"}}[{RATE}])) / sum by (region) (rate(dllm_cache_shadow_kv_drift_count{{{SEL}, layers="all"}}[{RATE}]))', "{{region}}"),
+            (f'histogram_quantile(0.95, sum by (le) (rate(dllm_cache_shadow_kv_drift_bucket{{{SEL}, layers="last"}}[{RATE}])))', "all regions, last third of layers (p95)"),
+        ], "percentunit", "Relative L2 distance ||cached - fresh|| / ||fresh|| of the K/V a partial step read from the cache (prompt, decoded tokens older than the recent k, masks outside the window) or recomputed over stale context, mean per shadow sample."), 12),
+        (timeseries("Cache quality: shadow sampling", [
+            (f"sum(rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_partial_steps_total{{{SEL}}}[{RATE}]))", "sampled / partial sequence-steps"),
+            (f"sum(rate(dllm_cache_shadow_seconds_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "shadow time / step time"),
+        ], "percentunit", "How many partial steps the shadow sampler checked (at most one per engine step, none while requests queue) and what it cost, relative to the serving steps."), 12),
         (row("Process"), 24),
         (timeseries("Resident memory", [
             (f"max by (pod) (process_resident_memory_bytes{{{SEL}}})", "{{pod}}"),

@@ -87,6 +87,11 @@ absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& dec
   if (c.policy == CachePolicyKind::kInterval && c.refresh_interval < 1) {
     return Invalid(absl::StrFormat("cache.refresh_interval (%d) must be >= 1", c.refresh_interval));
   }
+  if (c.shadow_sample_rate.has_value() &&
+      !(*c.shadow_sample_rate >= 0.0f && *c.shadow_sample_rate <= 1.0f)) {
+    return Invalid(
+        absl::StrFormat("cache.shadow_sample_rate (%g) must be in [0, 1]", *c.shadow_sample_rate));
+  }
   if (c.policy == CachePolicyKind::kDual && decoding.schedule != Schedule::kBlock) {
     return Invalid(
         "cache.policy dual requires decoding.schedule block (it refreshes at block "

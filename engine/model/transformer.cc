@@ -12,6 +12,7 @@
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_debug.h"
 #include "engine/model/forward_plan.h"
+#include "engine/model/shadow_forward.h"
 
 namespace dllm {
 namespace {
@@ -40,7 +41,12 @@ class TransformerImpl final : public Transformer {
 
   const ModelConfig& config() const override { return config_; }
 
-  absl::Status Run(const StepBatch& batch, bool shift_logits, StepResult* result, Logits* logits);
+  // `logits`, when set, gets the rows of every sequence, or of sequence `capture` only
+  // (the other sequences' entries stay empty) when capture >= 0.
+  absl::Status Run(const StepBatch& batch, bool shift_logits, StepResult* result, Logits* logits,
+                   int capture = -1);
+
+  Backend* backend() const { return backend_; }
 
  private:
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadTensor(const TensorView& t,
@@ -171,7 +177,7 @@ absl::Status TransformerImpl::EnsurePredictRows(int rows) {
 }
 
 absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
-                                  Logits* logits) {
+                                  Logits* logits, int capture) {
   auto planned = PlanForward(batch, config_, shift_logits);
   if (!planned.ok()) return planned.status();
   const ForwardPlan& plan = *planned;
@@ -272,7 +278,9 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
       r.sampling = s.sampling;
       requests.push_back(r);
     }
-    if (logits != nullptr) (*logits)[i].resize(s.predict_positions.size());
+    if (logits != nullptr && (capture < 0 || capture == static_cast<int>(i))) {
+      (*logits)[i].resize(s.predict_positions.size());
+    }
   }
   const int total = static_cast<int>(wanted.size());
   if (total == 0) return absl::OkStatus();
@@ -292,7 +300,7 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
     for (int t = 0; t < n; ++t) {
       const Wanted& w = wanted[begin + t];
       (*result)[w.sequence][w.index] = stats[t];
-      if (logits != nullptr) {
+      if (logits != nullptr && (capture < 0 || capture == w.sequence)) {
         std::vector<float>& row = (*logits)[w.sequence][w.index];
         row.resize(c.vocab_size);
         DLLM_RETURN_IF_ERROR(
@@ -342,6 +350,72 @@ absl::Status ForwardWithLogits(Transformer& transformer, const StepBatch& batch,
   }
   const bool shift = mode == DebugLogitsRows::kPredicted && transformer.config().shift_logits;
   return impl->Run(batch, shift, result, logits);
+}
+
+absl::Status ForwardCapturingLogits(Transformer& transformer, const StepBatch& batch, int capture,
+                                    StepResult* result, std::vector<std::vector<float>>* logits) {
+  auto* impl = dynamic_cast<TransformerImpl*>(&transformer);
+  if (impl == nullptr) {
+    return absl::UnimplementedError(
+        "ForwardCapturingLogits needs a Transformer::Create transformer");
+  }
+  if (capture < 0 || capture >= static_cast<int>(batch.sequences.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capture index ", capture, " outside the batch"));
+  }
+  Logits all;
+  DLLM_RETURN_IF_ERROR(impl->Run(batch, transformer.config().shift_logits, result, &all, capture));
+  *logits = std::move(all[capture]);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KvSquaredDiffs> CompareKvSlabs(Transformer& transformer, KvSlab& a, KvSlab& b,
+                                              int positions) {
+  auto* impl = dynamic_cast<TransformerImpl*>(&transformer);
+  if (impl == nullptr) {
+    return absl::UnimplementedError("CompareKvSlabs needs a Transformer::Create transformer");
+  }
+  if (positions < 0 || positions > a.capacity_positions() || positions > b.capacity_positions()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CompareKvSlabs: ", positions, " positions do not fit the slabs"));
+  }
+  const ModelConfig& c = transformer.config();
+  const int64_t width = int64_t{c.num_kv_heads} * c.head_dim;
+  KvSquaredDiffs out;
+  out.layers = c.num_layers;
+  out.positions = positions;
+  const size_t cells = static_cast<size_t>(c.num_layers) * positions;
+  out.k_diff.assign(cells, 0.0);
+  out.k_ref.assign(cells, 0.0);
+  out.v_diff.assign(cells, 0.0);
+  out.v_ref.assign(cells, 0.0);
+  std::vector<float> pa(static_cast<size_t>(positions * width));
+  std::vector<float> pb(pa.size());
+  Backend* backend = impl->backend();
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (int plane = 0; plane < 2; ++plane) {
+      // Slab layout [layers][2 (K, V)][capacity positions][width] (engine/kv/kv_layout.h).
+      const int64_t a_off = (int64_t{l} * 2 + plane) * a.capacity_positions() * width;
+      const int64_t b_off = (int64_t{l} * 2 + plane) * b.capacity_positions() * width;
+      DLLM_RETURN_IF_ERROR(backend->DownloadFloats(a.buffer(), a_off, std::span<float>(pa)));
+      DLLM_RETURN_IF_ERROR(backend->DownloadFloats(b.buffer(), b_off, std::span<float>(pb)));
+      std::vector<double>& diff = plane == 0 ? out.k_diff : out.v_diff;
+      std::vector<double>& ref = plane == 0 ? out.k_ref : out.v_ref;
+      for (int p = 0; p < positions; ++p) {
+        double d2 = 0, r2 = 0;
+        const float* x = pa.data() + p * width;
+        const float* y = pb.data() + p * width;
+        for (int64_t e = 0; e < width; ++e) {
+          const double d = double(x[e]) - double(y[e]);
+          d2 += d * d;
+          r2 += double(y[e]) * double(y[e]);
+        }
+        diff[static_cast<size_t>(l) * positions + p] = d2;
+        ref[static_cast<size_t>(l) * positions + p] = r2;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace dllm

@@ -68,6 +68,20 @@ class Sequence {
   // events, and adds to `info`. On error the sequence should be finished with it.
   absl::Status ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info);
 
+  // ---- Shadow steps (see shadow_sample.h).
+  // Whether the planned step is a partial step drawn for a shadow at `engine_rate` (or the
+  // request's cache.shadow_sample_rate): a pure function of (request id, step), through the
+  // counter RNG, so it depends on nothing else in the batch.
+  bool ShadowDrawn(float engine_rate) const;
+  // The commits the decoder would make from `rows`, without changing anything.
+  absl::StatusOr<std::vector<CommittedToken>> DryCommit(std::span<const RowStats> rows) const;
+  // Measures a shadow of the planned step `step` (before ApplyStep). `partial_logits` are the
+  // step's own rows, `shadow` the full forward's.
+  absl::StatusOr<EngineObserver::ShadowSample> MeasureShadowStep(
+      const SequenceStep& step, std::span<const RowStats> partial_rows,
+      std::span<const std::vector<float>> partial_logits,
+      const StepExecutor::ShadowResult& shadow) const;
+
   // Sends the final event (once), frees the KV memory and reports to the observer.
   void Finish(absl::Status status, FinishReason reason, EngineObserver* observer);
 
@@ -88,6 +102,7 @@ class Sequence {
   int emitted_prefix_ = 0;  // answer positions already turned into text
   SequenceStats stats_;
   double entropy_sum_ = 0;
+  float last_step_entropy_ = 0;  // E of the latest step (0 when it committed nothing)
   int64_t entropy_count_ = 0;
   bool done_ = false;
 };

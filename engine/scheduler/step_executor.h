@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/model/shadow_forward.h"
 #include "engine/model/step_batch.h"
 
 namespace dllm {
@@ -38,6 +40,29 @@ class StepExecutor {
   // predict position, in order.
   virtual absl::Status Run(const StepBatch& batch, std::span<KvHandle* const> kv,
                            StepResult* result) = 0;
+
+  // ---- Shadow steps (cache-quality sampling). Executors that cannot do them keep the
+  // UNIMPLEMENTED defaults; the worker then runs the plain step and records no sample.
+
+  // Like Run (bitwise the same results and slab writes), and also returns the fp32 logits
+  // rows of sequence `capture`, one per predict position.
+  virtual absl::Status RunCapturingLogits(const StepBatch& batch, std::span<KvHandle* const> kv,
+                                          int capture, StepResult* result,
+                                          std::vector<std::vector<float>>* logits) {
+    return absl::UnimplementedError("this executor has no shadow steps");
+  }
+
+  struct ShadowResult {
+    std::vector<RowStats> rows;              // one per predict position of the step
+    std::vector<std::vector<float>> logits;  // the same rows' fp32 logits
+    KvSquaredDiffs kv;                       // cached (kv's slab) against fresh (scratch)
+  };
+  // A full forward of `step` (every row; same canvas, predict positions and RNG key) into a
+  // scratch slab that is freed on return, compared against `kv`'s slab, which is only read.
+  // RESOURCE_EXHAUSTED when the scratch slab does not fit the KV budget now.
+  virtual absl::StatusOr<ShadowResult> RunShadow(const SequenceStep& step, KvHandle* kv) {
+    return absl::UnimplementedError("this executor has no shadow steps");
+  }
 
   virtual int64_t KvBytesFor(int positions) const = 0;
   virtual int64_t KvBudgetBytes() const = 0;

@@ -1,8 +1,10 @@
 // The production StepExecutor: Transformer::Forward over KvPool slabs.
 #include <memory>
+#include <numeric>
 #include <utility>
 
 #include "engine/kv/kv_pool.h"
+#include "engine/model/shadow_forward.h"
 #include "engine/model/transformer.h"
 #include "engine/scheduler/step_executor.h"
 
@@ -27,6 +29,39 @@ class TransformerExecutor final : public StepExecutor {
                    StepResult* result) override {
     return transformer_->Forward(batch, result);
   }
+  absl::Status RunCapturingLogits(const StepBatch& batch, std::span<KvHandle* const>, int capture,
+                                  StepResult* result,
+                                  std::vector<std::vector<float>>* logits) override {
+    return ForwardCapturingLogits(*transformer_, batch, capture, result, logits);
+  }
+
+  absl::StatusOr<ShadowResult> RunShadow(const SequenceStep& step, KvHandle* kv) override {
+    if (kv == nullptr || kv->slab() == nullptr) {
+      return absl::InvalidArgumentError("RunShadow: the sequence has no slab");
+    }
+    const int positions = static_cast<int>(step.tokens.size());
+    // A second slab from the same pool: the shadow's memory counts against the budget, and
+    // a step that cannot get it simply goes unsampled.
+    absl::StatusOr<std::unique_ptr<KvSlab>> scratch = pool_->Allocate(positions);
+    if (!scratch.ok()) return scratch.status();
+    StepBatch batch;
+    SequenceStep full = step;
+    full.kv = scratch->get();
+    full.query_positions.resize(positions);
+    std::iota(full.query_positions.begin(), full.query_positions.end(), 0);
+    batch.sequences.push_back(std::move(full));
+    ShadowResult out;
+    StepResult result;
+    absl::Status s = ForwardCapturingLogits(*transformer_, batch, 0, &result, &out.logits);
+    if (!s.ok()) return s;
+    out.rows = std::move(result[0]);
+    absl::StatusOr<KvSquaredDiffs> diffs =
+        CompareKvSlabs(*transformer_, *kv->slab(), **scratch, positions);
+    if (!diffs.ok()) return diffs.status();
+    out.kv = std::move(*diffs);
+    return out;
+  }
+
   int64_t KvBytesFor(int positions) const override { return pool_->BytesFor(positions); }
   int64_t KvBudgetBytes() const override { return pool_->budget_bytes(); }
   bool KvFits(int positions) const override { return pool_->Fits(positions); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -182,6 +183,22 @@ void Worker::Loop() {
   }
 }
 
+int Worker::PickShadow() {
+  if (options_.observer == nullptr || active_.empty()) return -1;
+  {
+    absl::MutexLock lock(&mu_);
+    // Shadows are a luxury of idle capacity: never while someone waits for admission.
+    if (!queue_.empty()) return -1;
+  }
+  const size_t n = active_.size();
+  const size_t start = static_cast<size_t>(steps_run_ % n);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    if (active_[i]->ShadowDrawn(options_.shadow_sample_rate)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 void Worker::RunStep() {
   const auto start = std::chrono::steady_clock::now();
   EngineObserver::StepInfo info;
@@ -193,13 +210,46 @@ void Worker::RunStep() {
     batch.sequences.push_back(seq->PlanStep());
     handles.push_back(seq->kv());
   }
+  int shadow = PickShadow();
+  ++steps_run_;
   StepResult result;
-  absl::Status status = executor_->Run(batch, handles, &result);
+  std::vector<std::vector<float>> partial_logits;
+  absl::Status status;
+  if (shadow >= 0) {
+    status = executor_->RunCapturingLogits(batch, handles, shadow, &result, &partial_logits);
+    if (absl::IsUnimplemented(status)) {
+      shadow = -1;
+      status = executor_->Run(batch, handles, &result);
+    }
+  } else {
+    status = executor_->Run(batch, handles, &result);
+  }
   if (status.ok() && result.size() != active_.size()) {
     status = absl::InternalError(absl::StrCat("forward returned ", result.size(), " results for ",
                                               active_.size(), " sequences"));
   }
   EngineObserver* observer = options_.observer;
+  // The shadow runs before the commit, while the canvas is the one the step saw. Its failure
+  // (no KV room for the scratch slab, say) only costs the sample, never the request.
+  std::optional<EngineObserver::ShadowSample> sample;
+  double shadow_seconds = 0;
+  if (status.ok() && shadow >= 0) {
+    const auto shadow_start = std::chrono::steady_clock::now();
+    absl::StatusOr<StepExecutor::ShadowResult> full =
+        executor_->RunShadow(batch.sequences[shadow], handles[shadow]);
+    if (full.ok()) {
+      absl::StatusOr<EngineObserver::ShadowSample> measured = active_[shadow]->MeasureShadowStep(
+          batch.sequences[shadow], result[shadow], partial_logits, *full);
+      if (measured.ok()) sample = std::move(*measured);
+    }
+    shadow_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
+    // Reported before the commits, so that it precedes the request's final event.
+    if (sample.has_value() && observer != nullptr) {
+      sample->seconds = shadow_seconds;
+      observer->OnShadowSample(*sample);
+    }
+  }
   if (!status.ok()) {
     for (auto& seq : active_) seq->Finish(status, FinishReason::kError, observer);
   } else {
@@ -213,7 +263,8 @@ void Worker::RunStep() {
       }
     }
   }
-  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+                 shadow_seconds;
   if (observer != nullptr) observer->OnStep(info);
 }
 

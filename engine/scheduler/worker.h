@@ -6,6 +6,13 @@
 //         plan every active sequence (full or partial) → ONE ragged forward → commit, emit
 //         events → retire finished sequences.
 //
+// Shadow steps (shadow_sample_rate > 0, with an observer): when no request waits in the
+// queue, at most one sequence per step whose partial step was drawn (Sequence::ShadowDrawn;
+// the draws are scanned from a rotating start so no sequence is favoured) gets its logits
+// captured, then a full forward of the same canvas into a scratch slab before the commit.
+// The result goes to EngineObserver::OnShadowSample; the step commits exactly what it would
+// have without it, and the shadow's time is left out of StepInfo::seconds.
+//
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.
 //
@@ -35,6 +42,7 @@ struct WorkerOptions {
   int queue_capacity = 64;
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
+  float shadow_sample_rate = 0.0f;     // default for requests without their own rate
 };
 
 class Worker {
@@ -60,6 +68,8 @@ class Worker {
  private:
   void Loop();
   void RunStep();
+  // The active sequence to shadow this step, or -1.
+  int PickShadow();
   void RetireDone();
 
   const WorkerOptions options_;
@@ -80,6 +90,7 @@ class Worker {
 
   // Worker thread only.
   std::vector<std::unique_ptr<Sequence>> active_;
+  uint64_t steps_run_ = 0;  // rotates the shadow scan
 
   std::thread thread_;
 };

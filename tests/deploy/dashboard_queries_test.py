@@ -196,6 +196,7 @@ decoding:
   block_length: 8
 cache:
   policy: entropy
+  shadow_sample_rate: 1
 metrics:
   address: 127.0.0.1
   port: {metrics_port}

@@ -40,3 +40,32 @@ if(NOT EXISTS ${OUT}.csv)
   message(FATAL_ERROR "no sweep CSV")
 endif()
 message(STATUS "${out}")
+
+# --shadow: every setting carries its shadow summary; partial-step settings have samples, the
+# none baseline has none (it never runs a partial step), and --shadow-out gets one CSV line
+# per sample.
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+          --policy none --policy entropy:tau=inf,k=2 --decoding window:w=4,threshold=0.01
+          --batch 2 --shadow 1 --shadow-out ${OUT}_shadow.csv
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dllm-bench --shadow failed (${rc}):\n${out}\n${err}")
+endif()
+string(REGEX MATCHALL "\"shadow\":{[^}]*\"mean_kl\"" shadow_lines "${out}")
+list(LENGTH shadow_lines n)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "expected 2 lines with a shadow summary, got ${n}:\n${out}\n${err}")
+endif()
+if(NOT out MATCHES "\"policy\":\"none\"[^\n]*\"samples\":0")
+  message(FATAL_ERROR "the none baseline should have no shadow samples:\n${out}")
+endif()
+if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":[1-9]")
+  message(FATAL_ERROR "the cached setting should have shadow samples:\n${out}")
+endif()
+file(STRINGS ${OUT}_shadow.csv csv_lines)
+list(LENGTH csv_lines csv_n)
+if(csv_n LESS 2)
+  message(FATAL_ERROR "expected a header and samples in ${OUT}_shadow.csv")
+endif()
+message(STATUS "${out}")

@@ -28,14 +28,31 @@ double Sample(const std::string& text, const std::string& series) {
 TEST_CASE("metrics: every contracted name is exported") {
   ServerMetrics m;
   const std::string text = Scrape(m);
-  for (const char* name :
-       {"dllm_requests_total", "dllm_request_duration_seconds", "dllm_queue_wait_seconds",
-        "dllm_time_to_first_commit_seconds", "dllm_step_duration_seconds",
-        "dllm_denoise_steps_total", "dllm_full_refresh_steps_total", "dllm_partial_steps_total",
-        "dllm_cache_refresh_ratio", "dllm_decoded_token_entropy", "dllm_rows_per_step",
-        "dllm_batch_size", "dllm_num_requests_running", "dllm_num_requests_waiting",
-        "dllm_kv_cache_usage_ratio", "dllm_generated_tokens_total", "dllm_prompt_tokens_total",
-        "dllm_decision_overhead_seconds_total", "dllm_step_seconds_total"}) {
+  for (const char* name : {"dllm_requests_total",
+                           "dllm_request_duration_seconds",
+                           "dllm_queue_wait_seconds",
+                           "dllm_time_to_first_commit_seconds",
+                           "dllm_step_duration_seconds",
+                           "dllm_denoise_steps_total",
+                           "dllm_full_refresh_steps_total",
+                           "dllm_partial_steps_total",
+                           "dllm_cache_refresh_ratio",
+                           "dllm_decoded_token_entropy",
+                           "dllm_rows_per_step",
+                           "dllm_batch_size",
+                           "dllm_num_requests_running",
+                           "dllm_num_requests_waiting",
+                           "dllm_kv_cache_usage_ratio",
+                           "dllm_generated_tokens_total",
+                           "dllm_prompt_tokens_total",
+                           "dllm_decision_overhead_seconds_total",
+                           "dllm_step_seconds_total",
+                           "dllm_cache_shadow_samples_total",
+                           "dllm_cache_shadow_decision_mismatch_total",
+                           "dllm_cache_shadow_kl",
+                           "dllm_cache_shadow_max_prob_change",
+                           "dllm_cache_shadow_kv_drift",
+                           "dllm_cache_shadow_seconds_total"}) {
     INFO(name);
     CHECK(text.find(std::string("# TYPE ") + name + " ") != std::string::npos);
   }
@@ -99,6 +116,40 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   CHECK(Sample(text, "dllm_request_duration_seconds_sum") == 1.5);
   CHECK(Sample(text, "dllm_time_to_first_commit_seconds_count") == 1);
   CHECK(Sample(text, "dllm_queue_wait_seconds_sum") == Approx(0.1));
+}
+
+TEST_CASE("metrics: shadow samples feed the cache-quality series") {
+  ServerMetrics m;
+  EngineObserver::ShadowSample s;
+  s.kl_mean = 0.02;
+  s.committed = 2;
+  s.max_prob_change = 0.15;
+  s.decision_mismatch = true;
+  s.seconds = 0.5;
+  s.drift[EngineObserver::kShadowPrompt] = {5, 3, 0.1, 0.2, 0.15};
+  s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowLast] = {5, 1, 0.3, 0.3,
+                                                                                  0.3};
+  m.OnShadowSample(s);
+  s.decision_mismatch = false;
+  s.kl_mean = 0.5;
+  m.OnShadowSample(s);
+  const std::string text = Scrape(m);
+  CHECK(Sample(text, "dllm_cache_shadow_samples_total") == 2);
+  CHECK(Sample(text, "dllm_cache_shadow_decision_mismatch_total") == 1);
+  CHECK(Sample(text, "dllm_cache_shadow_seconds_total") == 1.0);
+  CHECK(Sample(text, "dllm_cache_shadow_kl_count") == 2);
+  CHECK(Sample(text, "dllm_cache_shadow_kl_sum") == Approx(0.52));
+  CHECK(Sample(text, "dllm_cache_shadow_kl_bucket{le=\"0.03\"}") == 1);
+  CHECK(Sample(text, "dllm_cache_shadow_max_prob_change_sum") == Approx(0.3));
+  CHECK(Sample(text, "dllm_cache_shadow_kv_drift_count{layers=\"all\",region=\"prompt\"}") == 2);
+  CHECK(Sample(text, "dllm_cache_shadow_kv_drift_sum{layers=\"all\",region=\"prompt\"}") ==
+        Approx(0.3));
+  CHECK(Sample(text, "dllm_cache_shadow_kv_drift_sum{layers=\"last\",region=\"prompt\"}") ==
+        Approx(0.6));
+  // Regions the samples did not have are not observed.
+  CHECK(Sample(text, "dllm_cache_shadow_kv_drift_count{layers=\"all\",region=\"decoded_old\"}") ==
+        0);
+  CHECK(Sample(text, "dllm_cache_shadow_kv_drift_count{layers=\"first\",region=\"prompt\"}") == 0);
 }
 
 TEST_CASE("metrics: refresh ratio covers only the last 256 sequence-steps") {

@@ -49,13 +49,18 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
   REQUIRE(g.ok());
   CHECK(g->prompt_text == "hi");
-  CHECK(g->max_new_tokens == 48);                    // config
-  CHECK(g->decoding.block_length == 16);             // config
-  CHECK(g->decoding.temperature == 0.0f);            // request (proto3 optional)
-  CHECK(g->decoding.schedule == Schedule::kWindow);  // request
-  CHECK(g->decoding.steps == 0);                     // model
-  CHECK(g->cache.policy == CachePolicyKind::kDual);  // config
-  CHECK(g->cache.recent_k == 8);                     // request
+  CHECK(g->max_new_tokens == 48);                        // config
+  CHECK(g->decoding.block_length == 16);                 // config
+  CHECK(g->decoding.temperature == 0.0f);                // request (proto3 optional)
+  CHECK(g->decoding.schedule == Schedule::kWindow);      // request
+  CHECK(g->decoding.steps == 0);                         // model
+  CHECK(g->cache.policy == CachePolicyKind::kDual);      // config
+  CHECK(g->cache.recent_k == 8);                         // request
+  CHECK_FALSE(g->cache.shadow_sample_rate.has_value());  // unset: the engine's rate
+  r.mutable_cache()->set_shadow_sample_rate(0.5f);
+  g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->cache.shadow_sample_rate == 0.5f);
 }
 
 TEST_CASE("request mapping: inputs") {
@@ -143,6 +148,9 @@ TEST_CASE("request mapping: every bad field is named with its bound") {
              Catch::Contains("cache.recent_k"));
   CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_refresh_interval(0); }), limits),
              Catch::Contains("cache.refresh_interval"));
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) { q.mutable_cache()->set_shadow_sample_rate(2.0f); }), limits),
+      Catch::Contains("cache.shadow_sample_rate"));
   CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_stream()->set_canvas_every_steps(-2); }), limits),
              Catch::Contains("stream.canvas_every_steps"));
   CHECK_THAT(ErrorOf(with([](auto& q) { q.set_request_id(std::string(200, 'a')); }), limits),

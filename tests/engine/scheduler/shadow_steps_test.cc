@@ -1,0 +1,281 @@
+// Shadow steps on the real forward pass (CPU backend, random-weight fixtures): they never
+// change generations, they measure exactly zero when the partial step is exact, they see
+// drift when the cache is stale, and they respect the cost bound.
+#include <catch2/catch.hpp>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "tests/engine/decoding/entropy_cache_params.h"
+#include "tests/engine/scheduler/collect_sink.h"
+
+namespace dllm {
+namespace {
+
+using testing::CollectSink;
+
+class RecordingObserver final : public EngineObserver {
+ public:
+  void OnStep(const StepInfo&) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back('T');
+  }
+  void OnShadowSample(const ShadowSample& s) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back('S');
+    samples_.push_back(s);
+  }
+  std::vector<ShadowSample> samples() {
+    absl::MutexLock lock(&mu_);
+    return samples_;
+  }
+  std::string events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ShadowSample> samples_;
+  std::string events_;
+};
+
+std::unique_ptr<Engine> MakeEngine(const std::string& fixture, float rate, EngineObserver* observer,
+                                   int batch = 8) {
+  EngineOptions options;
+  options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/" + fixture;
+  options.max_batch_sequences = batch;
+  options.kv_budget_bytes = 64 << 20;
+  options.cpu_threads = 1;
+  options.shadow_sample_rate = rate;
+  options.observer = observer;
+  auto engine = Engine::Create(options);
+  INFO(engine.status().ToString());
+  REQUIRE(engine.ok());
+  return std::move(*engine);
+}
+
+std::vector<FinalEvent> RunAll(Engine& engine, const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (const auto& r : reqs) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    auto id = engine.Submit(r, sinks.back());
+    INFO(id.status().ToString());
+    REQUIRE(id.ok());
+  }
+  std::vector<FinalEvent> out;
+  for (auto& s : sinks) {
+    out.push_back(s->Wait());
+    INFO(out.back().status.ToString());
+    REQUIRE(out.back().status.ok());
+  }
+  return out;
+}
+
+// A mix of schedules and every policy, with partial steps in most.
+std::vector<GenerationRequest> Mix() {
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    GenerationRequest r;
+    r.id = "r" + std::to_string(i);
+    for (int j = 0; j < 5 + i; ++j) r.prompt_ids.push_back(7 + 13 * j + i);
+    r.max_new_tokens = 16;
+    DecodingParams d;
+    switch (i % 4) {
+      case 0:
+        d.schedule = Schedule::kBlock;
+        d.block_length = 8;
+        break;
+      case 1:
+        d.schedule = Schedule::kWindow;
+        d.window = 4;
+        d.confidence_threshold = 0.2f;
+        break;
+      case 2:
+        d.schedule = Schedule::kTimestep;
+        d.remasking = Remasking::kEntropy;
+        d.steps = 12;
+        break;
+      default:
+        d.schedule = Schedule::kBlock;
+        d.block_length = 16;
+        d.temperature = 0.7f;
+        d.seed = 11 + i;
+        break;
+    }
+    r.decoding = d;
+    switch (i % 3) {
+      case 0:
+        r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 2);
+        break;
+      case 1:
+        r.cache = testing::EntropyCache(0.5f, 4);
+        break;
+      default:
+        r.cache.policy = CachePolicyKind::kInterval;
+        r.cache.refresh_interval = 3;
+        break;
+    }
+    if (i == 4) r.cache.policy = CachePolicyKind::kDual;  // block schedule (i % 4 == 0)
+    if (i == 7) r.cache.policy = CachePolicyKind::kNone;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+TEST_CASE("Shadow steps never change generations (rate 0 vs rate 1)", "[shadow][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    INFO(fixture);
+    const std::vector<GenerationRequest> reqs = Mix();
+    RecordingObserver off_observer, on_observer;
+    std::vector<FinalEvent> off, on;
+    {
+      auto engine = MakeEngine(fixture, 0.0f, &off_observer);
+      off = RunAll(*engine, reqs);
+    }
+    {
+      auto engine = MakeEngine(fixture, 1.0f, &on_observer);
+      on = RunAll(*engine, reqs);
+    }
+    CHECK(off_observer.samples().empty());
+    CHECK_FALSE(on_observer.samples().empty());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      INFO("request " << i);
+      CHECK(on[i].token_ids == off[i].token_ids);
+      CHECK(on[i].text == off[i].text);
+      CHECK(on[i].stats.steps == off[i].stats.steps);
+      CHECK(on[i].stats.full_steps == off[i].stats.full_steps);
+      CHECK(on[i].stats.rows_computed == off[i].stats.rows_computed);
+    }
+  }
+}
+
+TEST_CASE("A per-request rate overrides the engine's", "[shadow][integration]") {
+  RecordingObserver observer;
+  auto engine = MakeEngine("llada_mha", 0.0f, &observer, 2);  // two slots: nobody queues
+  std::vector<GenerationRequest> reqs = Mix();
+  reqs.resize(2);
+  reqs[0].cache.shadow_sample_rate = 1.0f;
+  RunAll(*engine, reqs);
+  const auto samples = observer.samples();
+  REQUIRE_FALSE(samples.empty());
+  for (const auto& s : samples) CHECK(s.request_id == reqs[0].id);
+}
+
+TEST_CASE("Exact partial steps measure exactly zero", "[shadow][integration]") {
+  // tau = 0: every step that commits a token (entropy > 0) makes the next step full, so a
+  // partial step only ever follows a step that committed nothing, on an unchanged canvas
+  // whose cache the full step made exact. Dream's count schedule with more steps than tokens
+  // has such empty steps. The partial step then equals the full one bit for bit.
+  RecordingObserver observer;
+  auto engine = MakeEngine("dream_gqa", 1.0f, &observer, 1);
+  GenerationRequest r;
+  r.id = "exact";
+  r.prompt_ids = {5, 77, 123, 9, 42, 250, 17, 3};
+  r.max_new_tokens = 8;
+  r.decoding.schedule = Schedule::kTimestep;
+  r.decoding.remasking = Remasking::kEntropy;
+  r.decoding.steps = 32;
+  r.cache = testing::EntropyCache(0.0f, 2);
+  const FinalEvent f = RunAll(*engine, {r})[0];
+  REQUIRE(f.stats.partial_steps > 0);
+  const auto samples = observer.samples();
+  REQUIRE(static_cast<int>(samples.size()) == f.stats.partial_steps);
+  for (const auto& s : samples) {
+    INFO("step " << s.step);
+    CHECK(s.entropy == 0.0);
+    CHECK(s.predicted_rows > 0);
+    CHECK(s.kl_mean == 0.0);
+    CHECK(s.kl_max == 0.0);
+    CHECK_FALSE(s.decision_mismatch);
+    CHECK(s.max_prob_change == 0.0);
+    for (int region = 0; region < EngineObserver::kShadowRegions; ++region) {
+      CHECK(s.drift[region].kv == 0.0);
+    }
+    CHECK(s.drift[EngineObserver::kShadowPrompt].positions > 0);
+    CHECK(s.drift[EngineObserver::kShadowRecomputed].positions > 0);
+  }
+}
+
+TEST_CASE("A stale cache shows drift, KL and mismatches", "[shadow][integration]") {
+  // tau = +inf, k = 0: one full step, then partial steps refreshing only the window and the
+  // last step's commits. The prompt and older answer tokens go stale.
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    INFO(fixture);
+    RecordingObserver observer;
+    auto engine = MakeEngine(fixture, 1.0f, &observer, 1);
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 6; ++i) {
+      GenerationRequest r;
+      r.id = "stale" + std::to_string(i);
+      for (int j = 0; j < 6 + i; ++j) r.prompt_ids.push_back(11 + 29 * j + 3 * i);
+      r.max_new_tokens = 24;
+      r.decoding.schedule = Schedule::kWindow;
+      r.decoding.window = 4;
+      r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 0);
+      reqs.push_back(r);
+    }
+    RunAll(*engine, reqs);
+    const auto samples = observer.samples();
+    REQUIRE(samples.size() > 10);
+    int mismatches = 0, drifted = 0, kl_positive = 0;
+    for (const auto& s : samples) {
+      mismatches += s.decision_mismatch ? 1 : 0;
+      kl_positive += s.kl_mean > 0 ? 1 : 0;
+      const auto& prompt = s.drift[EngineObserver::kShadowPrompt];
+      drifted += prompt.kv > 0 ? 1 : 0;
+      // The first layer's K/V depend only on token and position: never stale.
+      CHECK(s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowFirst].kv ==
+            0.0);
+      CHECK(s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowLast].kv >= 0.0);
+    }
+    CHECK(drifted > 0);
+    CHECK(kl_positive > 0);
+    CHECK(mismatches > 0);
+  }
+}
+
+TEST_CASE("Cost bound: at most one shadow per step", "[shadow][integration]") {
+  RecordingObserver observer;
+  auto engine = MakeEngine("llada_mha", 1.0f, &observer, 8);
+  RunAll(*engine, Mix());
+  const std::string events = observer.events();
+  INFO(events);
+  CHECK(events.find("SS") == std::string::npos);
+  CHECK(events.find('S') != std::string::npos);
+  CHECK(events.front() != 'S');
+}
+
+TEST_CASE("Cost bound: no shadows while requests wait in the queue", "[shadow][integration]") {
+  RecordingObserver observer;
+  auto engine = MakeEngine("llada_mha", 1.0f, &observer, 1);
+  std::vector<GenerationRequest> reqs = Mix();
+  for (auto& r : reqs) r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 2);
+  // The first request submits the other two from its first commit, so both wait in the queue
+  // (one batch slot) for all of its partial steps; the second runs while the third waits.
+  auto first = std::make_shared<CollectSink>();
+  auto second = std::make_shared<CollectSink>();
+  auto third = std::make_shared<CollectSink>();
+  bool submitted = false;
+  first->on_commit = [&](const CommitEvent&) {
+    if (submitted) return;
+    submitted = true;
+    REQUIRE(engine->Submit(reqs[1], second).ok());
+    REQUIRE(engine->Submit(reqs[2], third).ok());
+  };
+  REQUIRE(engine->Submit(reqs[0], first).ok());
+  const FinalEvent f0 = first->Wait();
+  const FinalEvent f1 = second->Wait();
+  const FinalEvent f2 = third->Wait();
+  REQUIRE(f0.stats.partial_steps > 0);
+  REQUIRE(f1.stats.partial_steps > 0);
+  REQUIRE(f2.stats.partial_steps > 0);
+  const auto samples = observer.samples();
+  REQUIRE_FALSE(samples.empty());
+  for (const auto& s : samples) CHECK(s.request_id == reqs[2].id);
+}
+
+}  // namespace
+}  // namespace dllm
