@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_gemm.h"
 #include "engine/backend/cpu/thread_pool.h"
@@ -40,18 +41,9 @@
 namespace dllm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-// CPU seconds used by the whole process (all threads) so far.
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using bench::Clock;
+using bench::ProcessCpuSeconds;
+using bench::Seconds;
 
 struct Timing {
   double wall_s = 0;  // per run

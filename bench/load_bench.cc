@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_clock.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/checkpoint.h"
@@ -46,17 +47,9 @@
 namespace dllm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using bench::Clock;
+using bench::ProcessCpuSeconds;
+using bench::Seconds;
 
 // The memory lines of /proc/self/status, in bytes (-1 when absent).
 struct Memory {
