@@ -55,6 +55,20 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& buffer, google::protobuf::Mes
   return ParseRequestBytes(*bytes, out);
 }
 
+// The status of a request whose bytes could not be decoded. A call that already ended (its
+// deadline passed or the client cancelled while it waited for a thread under load) is counted
+// as what its client sees, not as a malformed request.
+grpc::Status DecodeFailure(grpc::CallbackServerContext* context, const absl::Status& decoded) {
+  if (absl::Now() >= CallDeadline(context)) {
+    return ToGrpcStatus(
+        absl::DeadlineExceededError("deadline exceeded before the request was read"));
+  }
+  if (context->IsCancelled()) {
+    return ToGrpcStatus(absl::CancelledError("cancelled before the request was read"));
+  }
+  return ToGrpcStatus(decoded);
+}
+
 // ---------------------------------------------------------------- unary Generate
 
 class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
@@ -67,7 +81,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishCall(ToGrpcStatus(decoded), nullptr, log_id);
+      call->FinishCall(DecodeFailure(context, decoded), nullptr, log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
@@ -139,7 +153,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishWithoutEngine(ToGrpcStatus(decoded), log_id);
+      call->FinishWithoutEngine(DecodeFailure(context, decoded), log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);

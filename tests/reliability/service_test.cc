@@ -76,9 +76,10 @@ class Harness {
     return 0;
   }
   // Waits (bounded) until the server has recorded `n` generation calls in all.
+  // Waits up to 30 s (a loaded CI machine can starve the worker for seconds).
   double WaitForRecorded(double n) {
     double total = 0;
-    for (int i = 0; i < 500; ++i) {
+    for (int i = 0; i < 3000; ++i) {
       total = 0;
       for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
                                "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL"}) {
