@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "engine/backend/cpu/cpu_gemm.h"
 
@@ -248,6 +249,16 @@ HWY_INLINE void Tile(const float* x, int64_t k, const WT* w, const float* bias, 
   }
 }
 
+// Calls fn(std::integral_constant<int, N>) for N == count, 0 < count < kLimit (a tile tail
+// with a compile-time size); does nothing otherwise.
+template <int kLimit, typename Fn>
+HWY_INLINE void WithTailCount(int64_t count, Fn&& fn) {
+  [&]<int... N>(std::integer_sequence<int, N...>) {
+    ((count == N + 1 ? (fn(std::integral_constant<int, N + 1>{}), 0) : 0), ...);
+  }
+  (std::make_integer_sequence<int, kLimit - 1>{});
+}
+
 template <int R, typename WT>
 HWY_INLINE void RowTile(const float* x, int64_t k, const WT* w, const float* bias, bool accumulate,
                         float* y, int64_t n, int64_t col_begin, int64_t col_end) {
@@ -255,20 +266,10 @@ HWY_INLINE void RowTile(const float* x, int64_t k, const WT* w, const float* bia
   for (; col + kTileCols <= col_end; col += kTileCols) {
     Tile<R, kTileCols>(x, k, w + col * k, bias, accumulate, y, n, col);
   }
-  // Column tail: one narrower tile (kTileCols <= 4).
-  switch (col_end - col) {
-    case 1:
-      Tile<R, 1>(x, k, w + col * k, bias, accumulate, y, n, col);
-      break;
-    case 2:
-      Tile<R, 2>(x, k, w + col * k, bias, accumulate, y, n, col);
-      break;
-    case 3:
-      if constexpr (kTileCols > 3) Tile<R, 3>(x, k, w + col * k, bias, accumulate, y, n, col);
-      break;
-    default:
-      break;
-  }
+  // Column tail: one narrower tile.
+  WithTailCount<kTileCols>(col_end - col, [&](auto c) {
+    Tile<R, decltype(c)::value>(x, k, w + col * k, bias, accumulate, y, n, col);
+  });
 }
 
 // x: the rows packed by PackRows for kTileRows.
@@ -281,32 +282,12 @@ void GemmColumns(const float* x, int64_t rows, const WT* w, int64_t k, const flo
     RowTile<kTileRows>(x + r / kTileRows * tile_floats, k, w, bias, accumulate, y + r * n, n,
                        col_begin, col_end);
   }
-  // Row tail: one shorter tile (kTileRows <= 6).
+  // Row tail: one shorter tile.
   const float* xr = x + r / kTileRows * tile_floats;
   float* yr = y + r * n;
-  switch (rows - r) {
-    case 1:
-      RowTile<1>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
-      break;
-    case 2:
-      if constexpr (kTileRows > 2)
-        RowTile<2>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
-      break;
-    case 3:
-      if constexpr (kTileRows > 3)
-        RowTile<3>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
-      break;
-    case 4:
-      if constexpr (kTileRows > 4)
-        RowTile<4>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
-      break;
-    case 5:
-      if constexpr (kTileRows > 5)
-        RowTile<5>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
-      break;
-    default:
-      break;
-  }
+  WithTailCount<kTileRows>(rows - r, [&](auto rt) {
+    RowTile<decltype(rt)::value>(xr, k, w, bias, accumulate, yr, n, col_begin, col_end);
+  });
 }
 #endif
 
