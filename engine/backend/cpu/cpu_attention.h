@@ -1,11 +1,17 @@
-// Bidirectional GQA attention of one query row over a K/V slab, on the host in fp32.
+// Bidirectional GQA attention of one query head over a sequence's K/V slab, on the host in
+// fp32, built on CpuChainGemm so that it is batch-invariant and SIMD-target-invariant by
+// construction.
 //
-// For each kv head, the query heads it serves (heads / kv_heads of them) stream over the
-// cached positions 0..kv_positions-1 together, in blocks of kAttentionBlock keys: scores of
-// the block, then its softmax partial (block max, sum of exp, exp-weighted V sum), folded into
-// the running state with kernel_math's OnlineSoftmaxMerge. No score matrix over the sequence
-// is formed, and the arithmetic for a row depends only on the query row and the slab (not on
-// other rows, other sequences or the thread that runs it).
+// Numerics contract, for query row r of head h (kv head h / (heads / kv_heads)) over cached
+// positions j = 0 .. kv_positions-1:
+//   - dot_j = q_r · k_j as one fma chain over i = 0 .. head_dim-1 (cpu_chain_gemm.h), then
+//     s_j = dot_j * scale;
+//   - m = max_j s_j; e_j = expf(s_j - m); sum = e_0 + e_1 + ... in increasing j;
+//   - o_i = (fma chain over j = 0 .. kv_positions-1 of e_j * v_j[i]) * (1 / sum).
+// So a row's output depends only on its query row and the slab: not on the other rows in the
+// call, their number, the thread that runs it or the SIMD target (expf is the same libm call
+// on every target). Scores are held for kAttentionRowBlock rows at a time, never for the
+// whole sequence.
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_ATTENTION_H_
 #define DLLM_ENGINE_BACKEND_CPU_CPU_ATTENTION_H_
 
@@ -14,7 +20,8 @@
 
 namespace dllm {
 
-inline constexpr int kAttentionBlock = 32;
+// Query rows whose scores [rows, kv_positions] are held at once (memory bound, not numerics).
+inline constexpr int kAttentionRowBlock = 192;
 
 struct CpuAttentionGeometry {
   int num_heads = 0;
@@ -23,10 +30,22 @@ struct CpuAttentionGeometry {
   float scale = 0;
 };
 
-// q: [num_heads * head_dim]; k_plane, v_plane: [>= kv_positions][num_kv_heads * head_dim];
-// out: [num_heads * head_dim]. `scratch` is resized as needed and may be reused.
-void CpuAttentionRow(const float* q, const float* k_plane, const float* v_plane, int kv_positions,
-                     const CpuAttentionGeometry& g, float* out, std::vector<float>* scratch);
+// Buffers one thread reuses across calls; grown on demand. Not shared between threads.
+struct CpuAttentionScratch {
+  std::vector<float> scores;   // [row block, kv_positions]
+  std::vector<float> k_t;      // this kv head's K transposed: [head_dim, kv_positions]
+  std::vector<float> inv_sum;  // [row block]
+};
+
+// Attention of query head `head` for `rows` query rows.
+//   q:      row r at q + r * row_stride, heads side by side ([num_heads * head_dim] used);
+//   k_plane, v_plane: position j at + j * num_kv_heads * head_dim, kv heads side by side,
+//           at least kv_positions positions;
+//   out:    row r at out + r * row_stride; only this head's head_dim columns are written.
+// kv_positions == 0 writes zeros.
+void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, const float* k_plane,
+                      const float* v_plane, int kv_positions, const CpuAttentionGeometry& g,
+                      float* out, CpuAttentionScratch* scratch);
 
 }  // namespace dllm
 

@@ -308,28 +308,40 @@ class CpuBackend final : public Backend {
     const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
     const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
     if (&q == out) return absl::InvalidArgumentError("Attention: out must not alias q");
-    // Flatten (sequence, row) into one task list.
+    // One task per (sequence, query head); each thread takes every threads()-th task and
+    // owns its scratch, so the assignment never changes what a task computes.
     tasks_.clear();
     for (size_t i = 0; i < sequences.size(); ++i) {
       const AttentionSequence& s = sequences[i];
       DLLM_RETURN_IF_ERROR(CheckSequence(s, shape));
       DLLM_RETURN_IF_ERROR(CheckFits(q, (s.row_begin + s.rows) * q_width, "Attention q"));
       DLLM_RETURN_IF_ERROR(CheckFits(*out, (s.row_begin + s.rows) * q_width, "Attention out"));
-      for (int r = 0; r < s.rows; ++r) tasks_.push_back({static_cast<int>(i), s.row_begin + r});
+      if (s.rows == 0) continue;
+      for (int h = 0; h < shape.num_heads; ++h) tasks_.push_back({static_cast<int>(i), h});
     }
     const CpuAttentionGeometry g{shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.scale};
     const float* qp = Cpu(q).f32();
     float* op = Cpu(*out).f32();
-    pool_.ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t) {
-      const AttentionSequence& s = sequences[tasks_[t].sequence];
-      const int64_t plane = int64_t{s.capacity_positions} * kv_width;
-      const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
-      const float* v_plane = k_plane + plane;
-      std::vector<float> scratch;
-      const int64_t row = tasks_[t].row;
-      CpuAttentionRow(qp + row * q_width, k_plane, v_plane, s.kv_positions, g, op + row * q_width,
-                      &scratch);
-    });
+    const int64_t workers = std::min<int64_t>(pool_.threads(), tasks_.size());
+    if (attention_scratch_.size() < static_cast<size_t>(workers)) {
+      attention_scratch_.resize(static_cast<size_t>(workers));
+    }
+    auto run = [&](int64_t worker) {
+      for (size_t t = worker; t < tasks_.size(); t += workers) {
+        const AttentionSequence& s = sequences[tasks_[t].sequence];
+        const int64_t plane = int64_t{s.capacity_positions} * kv_width;
+        const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
+        const float* v_plane = k_plane + plane;
+        CpuAttentionHead(qp + s.row_begin * q_width, q_width, s.rows, tasks_[t].head, k_plane,
+                         v_plane, s.kv_positions, g, op + s.row_begin * q_width,
+                         &attention_scratch_[worker]);
+      }
+    };
+    if (workers <= 1) {
+      if (workers == 1) run(0);
+    } else {
+      pool_.ParallelFor(workers, run);
+    }
     return absl::OkStatus();
   }
 
@@ -397,7 +409,7 @@ class CpuBackend final : public Backend {
  private:
   struct AttentionTask {
     int sequence;
-    int row;
+    int head;
   };
 
   absl::Status CheckSequence(const AttentionSequence& s, const AttentionShape& shape) const {
@@ -444,6 +456,7 @@ class CpuBackend final : public Backend {
   std::vector<float> inv_freq_;
   float inv_freq_theta_ = 0;
   std::vector<AttentionTask> tasks_;
+  std::vector<CpuAttentionScratch> attention_scratch_;  // one per worker of Attention
 };
 
 }  // namespace

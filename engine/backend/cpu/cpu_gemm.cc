@@ -336,7 +336,8 @@ const float* PackRows(const float* x, int64_t rows, int64_t k, int tile_rows,
   const int64_t steps = (k + gemm_detail::kLanes - 1) / gemm_detail::kLanes;
   const int64_t lanes = gemm_detail::kLanes;
   const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
-  scratch->assign(static_cast<size_t>(tiles * tile_rows * steps * lanes), 0.0f);
+  // Only the k tail needs zeros; everything else is overwritten below.
+  scratch->resize(static_cast<size_t>(tiles * tile_rows * steps * lanes));
   float* out = scratch->data();
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t r0 = t * tile_rows;
@@ -346,7 +347,9 @@ const float* PackRows(const float* x, int64_t rows, int64_t k, int tile_rows,
       const float* xr = x + (r0 + r) * k;
       for (int64_t st = 0; st < steps; ++st) {
         const int64_t count = std::min(lanes, k - st * lanes);
-        std::memcpy(tile + (st * rt + r) * lanes, xr + st * lanes, sizeof(float) * count);
+        float* dst = tile + (st * rt + r) * lanes;
+        std::memcpy(dst, xr + st * lanes, sizeof(float) * count);
+        std::fill(dst + count, dst + lanes, 0.0f);
       }
     }
   }
