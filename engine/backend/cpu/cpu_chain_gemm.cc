@@ -10,6 +10,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
+// Per-target helpers: after highway.h, inside the foreach_target pass.
+#include "engine/backend/cpu/tile_count-inl.h"
+
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_CHAIN_GEMM_SHARED_
 #define DLLM_ENGINE_BACKEND_CPU_CPU_CHAIN_GEMM_SHARED_
 
@@ -79,15 +82,6 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_
   }
 }
 
-// fn(std::integral_constant<int, N>) for N == count, 0 < count < kLimit.
-template <int kLimit, typename Fn>
-HWY_INLINE void WithCount(int64_t count, Fn&& fn) {
-  [&]<int... N>(std::integer_sequence<int, N...>) {
-    ((count == N + 1 ? (fn(std::integral_constant<int, N + 1>{}), 0) : 0), ...);
-  }
-  (std::make_integer_sequence<int, kLimit - 1>{});
-}
-
 template <int R>
 HWY_INLINE void RowTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
                         int64_t n, float* out, int64_t ld_out) {
@@ -95,7 +89,7 @@ HWY_INLINE void RowTile(const float* a, int64_t lda, const float* b, int64_t ldb
   for (; col + kCols * kVL <= n; col += kCols * kVL) {
     Tile<R, kCols>(a, lda, b + col, ldb, k, out + col, ld_out);
   }
-  WithCount<kCols>((n - col) / kVL, [&](auto c) {
+  WithTailCount<kCols>((n - col) / kVL, [&](auto c) {
     Tile<R, decltype(c)::value>(a, lda, b + col, ldb, k, out + col, ld_out);
     col += decltype(c)::value * kVL;
   });
@@ -108,7 +102,7 @@ void ChainGemm(const float* a, int64_t lda, int64_t rows, const float* b, int64_
   for (; r + kRows <= rows; r += kRows) {
     RowTile<kRows>(a + r * lda, lda, b, ldb, k, n, out + r * ld_out, ld_out);
   }
-  WithCount<kRows>(rows - r, [&](auto rt) {
+  WithTailCount<kRows>(rows - r, [&](auto rt) {
     RowTile<decltype(rt)::value>(a + r * lda, lda, b, ldb, k, n, out + r * ld_out, ld_out);
   });
 }

@@ -12,6 +12,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
+// Per-target helpers: after highway.h, inside the foreach_target pass.
+#include "engine/backend/cpu/tile_count-inl.h"
+
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_SHARED_
 #define DLLM_ENGINE_BACKEND_CPU_CPU_GEMM_SHARED_
 
@@ -247,16 +250,6 @@ HWY_INLINE void Tile(const float* x, int64_t k, const WT* w, const float* bias, 
     const int r = i / C, c = i % C;
     gemm_detail::StoreOutput(sums[j], bias, accumulate, col + c, y + r * n + col + c);
   }
-}
-
-// Calls fn(std::integral_constant<int, N>) for N == count, 0 < count < kLimit (a tile tail
-// with a compile-time size); does nothing otherwise.
-template <int kLimit, typename Fn>
-HWY_INLINE void WithTailCount(int64_t count, Fn&& fn) {
-  [&]<int... N>(std::integer_sequence<int, N...>) {
-    ((count == N + 1 ? (fn(std::integral_constant<int, N + 1>{}), 0) : 0), ...);
-  }
-  (std::make_integer_sequence<int, kLimit - 1>{});
 }
 
 template <int R, typename WT>

@@ -8,21 +8,13 @@
 
 #include "engine/backend/cpu/cpu_gemm.h"  // CpuGemmSupportedTargets
 #include "hwy/targets.h"
+#include "tests/engine/backend/simd_test_util.h"
 
 namespace dllm {
 namespace {
 
-std::vector<float> RandomVector(size_t n, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
+using test::RandomVector;
+using test::TargetGuard;
 
 struct Case {
   CpuAttentionGeometry g;
@@ -35,6 +27,21 @@ struct Case {
 const Case kCases[] = {{{4, 4, 64, 0.125f}, 9, 37},
                        {{8, 2, 32, 0.17677670f}, 200, 300},
                        {{6, 2, 20, 0.22360680f}, 11, 5}};
+
+struct QKV {
+  std::vector<float> q, k, v;
+};
+
+// Seeded q (spread q_scale), k and v for a case; advances *seed.
+QKV Inputs(const Case& c, uint32_t* seed, float q_scale) {
+  const int64_t width = int64_t{c.g.num_heads} * c.g.head_dim;
+  const int64_t kv_width = int64_t{c.g.num_kv_heads} * c.g.head_dim;
+  QKV in;
+  in.q = RandomVector(c.rows * width, (*seed)++, q_scale);
+  in.k = RandomVector(c.positions * kv_width, (*seed)++, 1.0f);
+  in.v = RandomVector(c.positions * kv_width, (*seed)++, 1.0f);
+  return in;
+}
 
 // Runs every head of rows [first, first + count) of the case's q.
 std::vector<float> Run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
@@ -54,9 +61,7 @@ TEST_CASE("cpu_attention: matches a double-precision softmax attention") {
   for (const Case& c : kCases) {
     const int64_t width = int64_t{c.g.num_heads} * c.g.head_dim;
     const int64_t kv_width = int64_t{c.g.num_kv_heads} * c.g.head_dim;
-    const std::vector<float> q = RandomVector(c.rows * width, seed++, 1.0f);
-    const std::vector<float> k = RandomVector(c.positions * kv_width, seed++, 1.0f);
-    const std::vector<float> v = RandomVector(c.positions * kv_width, seed++, 1.0f);
+    const auto [q, k, v] = Inputs(c, &seed, 1.0f);
     const std::vector<float> got = Run(c, q, k, v, 0, c.rows);
     const int group = c.g.num_heads / c.g.num_kv_heads;
     double worst = 0;
@@ -100,10 +105,7 @@ TEST_CASE("cpu_attention: rows are invariant to the rows beside them and to the 
     std::vector<float> all_cases;
     for (const Case& c : kCases) {
       const int64_t width = int64_t{c.g.num_heads} * c.g.head_dim;
-      const int64_t kv_width = int64_t{c.g.num_kv_heads} * c.g.head_dim;
-      const std::vector<float> q = RandomVector(c.rows * width, seed++, 2.0f);
-      const std::vector<float> k = RandomVector(c.positions * kv_width, seed++, 1.0f);
-      const std::vector<float> v = RandomVector(c.positions * kv_width, seed++, 1.0f);
+      const auto [q, k, v] = Inputs(c, &seed, 2.0f);
       const std::vector<float> all = Run(c, q, k, v, 0, c.rows);
       for (int first : {0, 1, c.rows / 2, c.rows - 1}) {
         for (int count : {1, 2, 7}) {

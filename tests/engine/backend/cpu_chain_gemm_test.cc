@@ -8,21 +8,13 @@
 
 #include "engine/backend/cpu/cpu_gemm.h"  // CpuGemmSupportedTargets: the same compiled targets
 #include "hwy/targets.h"
+#include "tests/engine/backend/simd_test_util.h"
 
 namespace dllm {
 namespace {
 
-std::vector<float> RandomVector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
+using test::RandomVector;
+using test::TargetGuard;
 
 struct Shape {
   int64_t rows, k, n;

@@ -9,17 +9,13 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "tests/engine/backend/simd_test_util.h"
 
 namespace dllm {
 namespace {
 
-std::vector<float> RandomVector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using test::RandomVector;
+using test::TargetGuard;
 
 // bf16 bits of v, rounded to nearest even (the test's own conversion).
 uint16_t ToBf16(float v) {
@@ -114,11 +110,6 @@ const std::vector<Problem>& Problems() {
   };
   return problems;
 }
-
-// Restores the real CPU's targets when a test that forces one ends.
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
 
 TEST_CASE("cpu_gemm: every SIMD target equals the scalar contract bit for bit") {
   TargetGuard guard;
