@@ -70,8 +70,13 @@ class Fields {
     if (it == root_.end() || it->is_null()) return Error(field, "is missing");
     if (!it->is_number()) return Error(field, "must be a number");
     const double v = it->get<double>();
-    if (!std::isfinite(v) || v <= 0 || v > std::numeric_limits<float>::max()) {
-      return Error(field, absl::StrCat("must be a positive finite number, got ", it->dump()));
+    // The value is stored as fp32: anything below the smallest normal float would round to
+    // zero or a denormal (1e-50 became 0 and an RMSNorm divided by it).
+    if (!std::isfinite(v) || v < std::numeric_limits<float>::min() ||
+        v > std::numeric_limits<float>::max()) {
+      return Error(field, absl::StrCat("must be a positive finite fp32 number (",
+                                       std::numeric_limits<float>::min(), " to ",
+                                       std::numeric_limits<float>::max(), "), got ", it->dump()));
     }
     return static_cast<float>(v);
   }

@@ -137,7 +137,8 @@ TEST_CASE("ModelConfig: missing and invalid fields are named", "[model_config]")
   const Bad bad[] = {{"d_model", 0},       {"d_model", -4096},      {"d_model", "4096"},
                      {"d_model", 4096.5},  {"n_layers", 1ll << 40}, {"rope_theta", -1.0},
                      {"rope_theta", "x"},  {"rms_norm_eps", 0},     {"include_qkv_bias", 1},
-                     {"eos_token_id", -2}, {"mask_token_id", "m"}};
+                     {"eos_token_id", -2}, {"mask_token_id", "m"},  {"rms_norm_eps", 1e-50},
+                     {"rope_theta", 1e39}};
   for (const Bad& b : bad) {
     Json j = Llada();
     j[b.field] = b.value;
