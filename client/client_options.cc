@@ -50,8 +50,8 @@ commands:
   info       GetModelInfo (JSON)
   health     grpc.health.v1 Check; exit 0 only when SERVING (--service NAME, --wait SECONDS)
   services   list the services the server exposes through reflection
-  load       load test: --concurrency N with --duration SECONDS or --requests N [--stream];
-             prints latency percentiles, throughput and errors by status
+  load       load test: --concurrency N with --duration SECONDS or --requests N [--stream
+             [--cancel-after N]]; prints latency percentiles, throughput and errors by status
 connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-name NAME
             --token TOKEN --token-file FILE (or env DLLM_TOKEN) --timeout SECONDS --json
 input:      PROMPT | --prompt TEXT | --chat TEXT [--system TEXT] | --ids 1,2,3

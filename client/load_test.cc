@@ -41,8 +41,15 @@ LoadReport RunLoad(const Connection& connection, const v1::GenerateRequest& requ
       if (options.stream) {
         auto reader = stub->GenerateStream(&context, request);
         v1::GenerateStreamResponse message;
+        int committed = 0;
         while (reader->Read(&message)) {
           if (message.has_final()) tokens = message.final().usage().generated_tokens();
+          // --cancel-after N: the client walks away after N committed deltas; the server
+          // must still end the call once, as CANCELLED (the soak bench checks its count).
+          if (message.has_committed() && options.cancel_after > 0 &&
+              ++committed == options.cancel_after) {
+            context.TryCancel();
+          }
         }
         status = reader->Finish();
       } else {

@@ -1,5 +1,6 @@
 // Closed-loop load generator for dllm-client `load`: `concurrency` workers each send one
-// request after the other until the request count or the duration is reached.
+// request after the other until the request count or the duration is reached. With
+// --stream and --cancel-after N, each call is cancelled after N committed deltas.
 #ifndef DLLM_CLIENT_LOAD_TEST_H_
 #define DLLM_CLIENT_LOAD_TEST_H_
 
