@@ -3,7 +3,7 @@
 //
 //   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
-//              [--sweep tau=a:b:n [--sweep-out PREFIX]] [--baseline SETTING]
+//              [--sweep tau=a:b:n|tau=t1,t2,... [--sweep-out PREFIX]] [--baseline SETTING]
 //              [--shadow RATE [--shadow-out FILE.csv]]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
@@ -36,9 +36,10 @@
 // answer's last line starting with "#### " (its text must equal "final"); others on the
 // whole answer.
 //
-// --sweep tau=a:b:n additionally runs the entropy policy at n thresholds from a to b (k from
-// the first entropy --policy, else 32) and writes PREFIX.csv and, through gnuplot, PREFIX.png
-// (accuracy and speedup against tau).
+// --sweep tau=a:b:n (or tau=t1,t2,... for an explicit list) additionally runs the entropy
+// policy at n thresholds from a to b (k from the first entropy --policy, else 32) and writes
+// PREFIX.csv and, through gnuplot, PREFIX.png (accuracy against speedup). With --shadow the
+// CSV also carries each threshold's mismatch rate, mean KL and mean K/V drift per region.
 //
 // --shadow RATE checks that fraction of every setting's partial steps against a shadow full
 // forward (cache.shadow_sample_rate per request) and adds a "shadow" object per setting:
@@ -65,6 +66,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -568,7 +570,7 @@ int Main(int argc, char** argv) {
       std::cout
           << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
              "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
-             "[--backend cpu|cuda] [--sweep tau=a:b:n] [--sweep-out PREFIX] "
+             "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
              "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-out FILE.csv]]\n";
       return 0;
     } else
@@ -676,13 +678,22 @@ int Main(int argc, char** argv) {
   std::vector<double> sweep_taus;
   if (!sweep.empty()) {
     absl::string_view rest(sweep);
-    if (!absl::ConsumePrefix(&rest, "tau=")) Die("--sweep expects tau=a:b:n");
-    std::vector<std::string> parts = absl::StrSplit(rest, ':');
-    if (parts.size() != 3) Die("--sweep expects tau=a:b:n");
-    const double a = ToDouble("sweep", parts[0]), b = ToDouble("sweep", parts[1]);
-    const int n = ToInt("sweep", parts[2]);
-    if (n < 1) Die("--sweep n must be >= 1");
-    for (int i = 0; i < n; ++i) sweep_taus.push_back(n == 1 ? a : a + (b - a) * i / (n - 1));
+    if (!absl::ConsumePrefix(&rest, "tau=")) Die("--sweep expects tau=a:b:n or tau=t1,t2,...");
+    if (absl::StrContains(rest, ',')) {
+      // An explicit list: entropies of small models span decades (1e-7 .. 1 nats), which a
+      // linear grid cannot cover.
+      for (absl::string_view t : absl::StrSplit(rest, ','))
+        sweep_taus.push_back(ToDouble("sweep", std::string(t)));
+    } else {
+      std::vector<std::string> parts = absl::StrSplit(rest, ':');
+      if (parts.size() != 3) Die("--sweep expects tau=a:b:n or tau=t1,t2,...");
+      const double a = ToDouble("sweep", parts[0]), b = ToDouble("sweep", parts[1]);
+      const int n = ToInt("sweep", parts[2]);
+      if (n < 1) Die("--sweep n must be >= 1");
+      for (int i = 0; i < n; ++i) sweep_taus.push_back(n == 1 ? a : a + (b - a) * i / (n - 1));
+    }
+    for (double t : sweep_taus)
+      if (!(t >= 0)) Die("--sweep: tau must be >= 0");
   }
 
   std::ofstream csv;
@@ -690,7 +701,10 @@ int Main(int argc, char** argv) {
     csv.open(sweep_out + ".csv");
     if (!csv) Die("cannot write " + sweep_out + ".csv");
     csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step,"
-           "speedup_vs_baseline\n";
+           "speedup_vs_baseline,shadow_samples,mismatch_rate,mean_kl";
+    for (int r = 0; r < EngineObserver::kShadowRegions; ++r)
+      csv << ",drift_" << ShadowRegionName(r);
+    csv << "\n";
   }
   for (const std::string& dspec : decodings) {
     const DecodingParams decoding =
@@ -765,7 +779,20 @@ int Main(int argc, char** argv) {
         csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
             << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","
             << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << ","
-            << (base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0) << "\n";
+            << (base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0);
+        // Cache-quality columns stay empty without --shadow (and drift cells for regions
+        // that no sampled step had).
+        const nlohmann::json q = shadow >= 0 ? ShadowJson(samples, shadow) : nlohmann::json();
+        csv << "," << (q.is_null() ? "" : absl::StrCat(q["samples"].get<size_t>())) << ","
+            << (q.is_null() ? "" : absl::StrCat(q["mismatch_rate"].get<double>())) << ","
+            << (q.is_null() ? "" : absl::StrCat(q["mean_kl"].get<double>()));
+        for (int reg = 0; reg < EngineObserver::kShadowRegions; ++reg) {
+          const char* name = ShadowRegionName(reg);
+          csv << ",";
+          if (!q.is_null() && q["mean_kv_drift"].contains(name))
+            csv << q["mean_kv_drift"][name].get<double>();
+        }
+        csv << "\n";
       }
     }
   }

@@ -424,6 +424,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (auto st = CheckRange("limits.max_temperature", l.max_temperature, 0, 100); !st.ok()) {
     return st;
   }
+  if (auto st = CheckRange("limits.max_shadow_sample_rate", l.max_shadow_sample_rate, 0, 1);
+      !st.ok()) {
+    return st;
+  }
   if (l.allowed_cache_policies.empty()) {
     return Invalid("limits.allowed_cache_policies", "must name at least one policy");
   }
@@ -488,6 +492,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (!(k.shadow_sample_rate >= 0.0f && k.shadow_sample_rate <= 1.0f)) {
     return Invalid("cache.shadow_sample_rate", "must be in [0, 1]");
+  }
+  if (k.shadow_sample_rate > l.max_shadow_sample_rate) {
+    return Invalid("cache.shadow_sample_rate",
+                   absl::StrCat(k.shadow_sample_rate, " exceeds limits.max_shadow_sample_rate (",
+                                l.max_shadow_sample_rate, ")"));
   }
   if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
   if (c.metrics.port != 0 && c.metrics.address.empty()) {
@@ -584,6 +593,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.Read("max_block_length", &l.max_block_length);
     r.Read("max_window", &l.max_window);
     r.Read("max_temperature", &l.max_temperature);
+    r.Read("max_shadow_sample_rate", &l.max_shadow_sample_rate);
     r.ReadEnumList("allowed_cache_policies", kCachePolicies, &l.allowed_cache_policies);
     r.CheckUnknownKeys();
   }

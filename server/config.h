@@ -90,6 +90,9 @@ struct LimitsSection {
   int max_block_length = 512;
   int max_window = 512;
   float max_temperature = 2.0f;
+  // Upper bound on a request's own cache.shadow_sample_rate: each shadow costs about one full
+  // forward, so clients must not be able to double the server's work by asking for 1.
+  float max_shadow_sample_rate = 0.1f;
   std::vector<CachePolicyKind> allowed_cache_policies = {
       CachePolicyKind::kNone, CachePolicyKind::kEntropy, CachePolicyKind::kDual,
       CachePolicyKind::kInterval};

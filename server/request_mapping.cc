@@ -326,10 +326,8 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   if (c.has_recent_k()) k.recent_k = c.recent_k();
   if (c.has_refresh_interval()) k.refresh_interval = c.refresh_interval();
   if (c.has_shadow_sample_rate()) {
-    if (!(c.shadow_sample_rate() >= 0.0f && c.shadow_sample_rate() <= 1.0f)) {
-      return Invalid("cache.shadow_sample_rate",
-                     absl::StrCat(c.shadow_sample_rate(), " must be in [0, 1]"));
-    }
+    DLLM_RETURN_IF_ERROR(InRange("cache.shadow_sample_rate", c.shadow_sample_rate(), 0.0f,
+                                 limits.max_shadow_sample_rate, "limits.max_shadow_sample_rate"));
     k.shadow_sample_rate = c.shadow_sample_rate();
   }
   if (!(k.entropy_threshold >= 0.0f)) {  // +inf is allowed: never refresh on entropy

@@ -93,6 +93,7 @@ void FillModelInfo(const ModelInfo& model, BackendKind backend, const RequestDef
   l->set_max_block_length(limits.max_block_length);
   l->set_max_window(limits.max_window);
   l->set_max_temperature(limits.max_temperature);
+  l->set_max_shadow_sample_rate(limits.max_shadow_sample_rate);
   for (CachePolicyKind p : limits.allowed_cache_policies) l->add_allowed_cache_policies(ToProto(p));
 }
 

@@ -48,7 +48,7 @@ engine: {backend: cuda, model: /m, max_batch_sequences: 4, kv_budget_bytes: 1234
 decoding: {schedule: window, remasking: topk_margin, steps: 16, confidence_threshold: 0.9,
            seed: 18446744073709551615}
 cache: {policy: interval, refresh_interval: 4, shadow_sample_rate: 0.25}
-limits: {max_steps: 64, allowed_cache_policies: [none, interval]}
+limits: {max_steps: 64, max_shadow_sample_rate: 0.5, allowed_cache_policies: [none, interval]}
 metrics: {port: 0}
 logging: {level: debug, format: json}
 )",
@@ -66,6 +66,7 @@ logging: {level: debug, format: json}
   CHECK(c->decoding.seed == 18446744073709551615ull);
   CHECK(c->cache.policy == CachePolicyKind::kInterval);
   CHECK(c->cache.shadow_sample_rate == 0.25f);
+  CHECK(c->limits.max_shadow_sample_rate == 0.5f);
   CHECK(c->limits.allowed_cache_policies ==
         std::vector<CachePolicyKind>{CachePolicyKind::kNone, CachePolicyKind::kInterval});
   CHECK(c->metrics.port == 0);
@@ -97,6 +98,11 @@ TEST_CASE("config: errors name the key and the reason") {
   CHECK_THAT(ErrorOf("metrics: {port: 70000}"), Catch::Contains("metrics.port"));
   CHECK_THAT(ErrorOf("cache: {shadow_sample_rate: 1.5}"),
              Catch::Contains("cache.shadow_sample_rate: must be in [0, 1]"));
+  CHECK_THAT(
+      ErrorOf("cache: {shadow_sample_rate: 0.25}"),
+      Catch::Contains("cache.shadow_sample_rate: 0.25 exceeds limits.max_shadow_sample_rate"));
+  CHECK_THAT(ErrorOf("limits: {max_shadow_sample_rate: 2}"),
+             Catch::Contains("limits.max_shadow_sample_rate"));
   CHECK_THAT(ErrorOf("server: {address: [unclosed"), Catch::Contains("YAML syntax error"));
   CHECK_THAT(ErrorOf("decoding: {top_p: 0}"), Catch::Contains("decoding.top_p"));
   CHECK_THAT(ErrorOf("engine: {model: }"), Catch::Contains("engine.model: has no value"));

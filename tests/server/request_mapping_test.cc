@@ -57,10 +57,10 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   CHECK(g->cache.policy == CachePolicyKind::kDual);      // config
   CHECK(g->cache.recent_k == 8);                         // request
   CHECK_FALSE(g->cache.shadow_sample_rate.has_value());  // unset: the engine's rate
-  r.mutable_cache()->set_shadow_sample_rate(0.5f);
+  r.mutable_cache()->set_shadow_sample_rate(0.05f);
   g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
   REQUIRE(g.ok());
-  CHECK(g->cache.shadow_sample_rate == 0.5f);
+  CHECK(g->cache.shadow_sample_rate == 0.05f);
 }
 
 TEST_CASE("request mapping: inputs") {
@@ -148,6 +148,13 @@ TEST_CASE("request mapping: every bad field is named with its bound") {
              Catch::Contains("cache.recent_k"));
   CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_refresh_interval(0); }), limits),
              Catch::Contains("cache.refresh_interval"));
+  // The default bound (0.1): a client cannot make every partial step pay for a shadow.
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) { q.mutable_cache()->set_shadow_sample_rate(0.5f); }), limits),
+      Catch::Contains("cache.shadow_sample_rate: 0.5 exceeds limits.max_shadow_sample_rate (0.1)"));
+  CHECK_THAT(
+      ErrorOf(with([](auto& q) { q.mutable_cache()->set_shadow_sample_rate(-0.5f); }), limits),
+      Catch::Contains("cache.shadow_sample_rate"));
   CHECK_THAT(
       ErrorOf(with([](auto& q) { q.mutable_cache()->set_shadow_sample_rate(2.0f); }), limits),
       Catch::Contains("cache.shadow_sample_rate"));
