@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -65,27 +66,31 @@ class Harness {
     while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
     return n;
   }
-  double Requests(const std::string& code) {
+  double Requests(const std::string& code) { return RequestCounts()[code]; }
+  // dllm_requests_total{protocol="grpc"} by status, from one scrape of the registry.
+  std::map<std::string, double> RequestCounts() {
     prometheus::TextSerializer serializer;
     std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
-    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"" + code + "\"} ";
+    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"";
+    std::map<std::string, double> counts;
     std::string line;
     while (std::getline(in, line)) {
-      if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+      if (line.rfind(prefix, 0) != 0) continue;
+      const size_t end = line.find("\"} ", prefix.size());
+      if (end == std::string::npos) continue;
+      counts[line.substr(prefix.size(), end - prefix.size())] = std::stod(line.substr(end + 3));
     }
-    return 0;
+    return counts;
   }
-  // Waits (bounded) until the server has recorded `n` generation calls in all.
-  // Waits up to 30 s (a loaded CI machine can starve the worker for seconds).
+  // Waits until the server has recorded `n` generation calls in all, at most 30 s of wall
+  // time (a loaded CI machine, or a sanitizer build, can starve the worker for seconds).
   double WaitForRecorded(double n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
     double total = 0;
-    for (int i = 0; i < 3000; ++i) {
+    while (true) {
       total = 0;
-      for (const char* code : {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT",
-                               "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL"}) {
-        total += Requests(code);
-      }
-      if (total >= n) break;
+      for (const auto& [code, count] : RequestCounts()) total += count;
+      if (total >= n || absl::Now() >= deadline) break;
       absl::SleepFor(absl::Milliseconds(10));
     }
     return total;
