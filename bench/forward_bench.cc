@@ -96,16 +96,19 @@ std::unique_ptr<T[], decltype(&std::free)> AlignedArray(size_t count, T value) {
   return p;
 }
 
-// The same product through the engine's own GEMM, with fp32 or bf16 weights (64-byte aligned,
-// as the backend holds them).
+// The same product through the engine's own GEMM, with fp32 or bf16 weights packed and
+// 64-byte aligned as the backend holds them (UploadMatrix).
 Rate OwnGemmRate(int m, int n, int k, GemmWeightType type, ThreadPool* pool) {
   std::vector<float> x(static_cast<size_t>(m) * k, 0.01f), y(static_cast<size_t>(m) * n);
   const auto w = AlignedArray<float>(static_cast<size_t>(n) * k, 0.02f);
   const auto w16 = AlignedArray<uint16_t>(static_cast<size_t>(n) * k, 0x3ca4);  // bf16 0.02
+  const auto packed =
+      AlignedArray<uint8_t>(static_cast<size_t>(PackedGemmWeightBytes(type, n, k)), 0);
+  PackGemmWeight(type == GemmWeightType::kBF16 ? static_cast<const void*>(w16.get())
+                                               : static_cast<const void*>(w.get()),
+                 type, n, k, packed.get());
   std::vector<float> scratch;
-  const GemmWeight gw{type == GemmWeightType::kBF16 ? static_cast<const void*>(w16.get())
-                                                    : static_cast<const void*>(w.get()),
-                      type, n, k};
+  const GemmWeight gw{packed.get(), type, n, k};
   const Timing t =
       TimeIt([&] { CpuGemm(x.data(), m, gw, nullptr, false, y.data(), pool, &scratch); }, 3, 0.3);
   const double gflop = 2.0 * m * n * k / 1e9;

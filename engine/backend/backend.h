@@ -108,6 +108,16 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadWeights(
       DType dtype, std::span<const uint8_t> bytes, int64_t elements) = 0;
 
+  // Like UploadWeights for a matrix [rows, cols] (row-major in `bytes`) that Gemm uses as its
+  // weight (rows = out_features, cols = in_features) and EmbeddingGather may read by row.
+  // Gemm accepts only weights uploaded this way; a backend may store them in a GEMM-friendly
+  // layout (the CPU backend packs column panels). Default: UploadWeights.
+  virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadMatrix(DType dtype,
+                                                                     std::span<const uint8_t> bytes,
+                                                                     int64_t rows, int64_t cols) {
+    return UploadWeights(dtype, bytes, rows * cols);
+  }
+
   // Copies small int32 arrays (token ids, positions, row indices) into `dst` at element
   // offset `dst_offset`.
   virtual absl::Status UploadInt32(std::span<const int32_t> host, DeviceBuffer* dst,

@@ -49,8 +49,9 @@ class TransformerImpl final : public Transformer {
   Backend* backend() const { return backend_; }
 
  private:
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadTensor(const TensorView& t,
-                                                             int64_t expected_elements);
+  // A vector (cols == 0: `rows` elements) or a Gemm matrix [rows, cols] (UploadMatrix).
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadTensor(const TensorView& t, int64_t rows,
+                                                             int64_t cols);
   absl::Status EnsureRows(int rows);
   absl::Status EnsurePredictRows(int rows);
 
@@ -70,14 +71,17 @@ class TransformerImpl final : public Transformer {
   std::unique_ptr<DeviceBuffer> gather_, hs_, logits_;
 };
 
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> TransformerImpl::UploadTensor(
-    const TensorView& t, int64_t expected_elements) {
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> TransformerImpl::UploadTensor(const TensorView& t,
+                                                                            int64_t rows,
+                                                                            int64_t cols) {
+  const int64_t expected_elements = cols == 0 ? rows : rows * cols;
   const int64_t elements = static_cast<int64_t>(t.bytes.size()) / DTypeSize(t.dtype);
   if (elements != expected_elements) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor ", t.name, ": expected ", expected_elements, " elements, found ", elements));
   }
-  auto buffer = backend_->UploadWeights(t.dtype, t.bytes, elements);
+  auto buffer = cols == 0 ? backend_->UploadWeights(t.dtype, t.bytes, elements)
+                          : backend_->UploadMatrix(t.dtype, t.bytes, rows, cols);
   if (!buffer.ok()) {
     return absl::Status(buffer.status().code(),
                         absl::StrCat("uploading ", t.name, ": ", buffer.status().message()));
@@ -92,20 +96,34 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
     return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.layers.size(),
                                                    " layers, config says ", c.num_layers));
   }
+  // up: vectors (norm weights, biases); mat: matrices that Gemm reads as [out, in].
   auto up = [&](const TensorView& t, int64_t n, std::unique_ptr<DeviceBuffer>* out) {
-    auto b = UploadTensor(t, n);
+    auto b = UploadTensor(t, n, 0);
     if (!b.ok()) return b.status();
     *out = std::move(*b);
     return absl::OkStatus();
   };
-  DLLM_RETURN_IF_ERROR(up(weights.embed, int64_t{c.vocab_size} * hidden, &embed_));
+  auto mat = [&](const TensorView& t, int64_t rows, int64_t cols,
+                 std::unique_ptr<DeviceBuffer>* out) {
+    auto b = UploadTensor(t, rows, cols);
+    if (!b.ok()) return b.status();
+    *out = std::move(*b);
+    return absl::OkStatus();
+  };
+  const bool tied = weights.lm_head.bytes.data() == weights.embed.bytes.data() &&
+                    weights.lm_head.dtype == weights.embed.dtype &&
+                    weights.lm_head.bytes.size() == weights.embed.bytes.size();
+  // A tied table is also the LM head's Gemm weight; an untied one is only gathered by row.
+  if (tied) {
+    DLLM_RETURN_IF_ERROR(mat(weights.embed, c.vocab_size, hidden, &embed_));
+  } else {
+    DLLM_RETURN_IF_ERROR(up(weights.embed, int64_t{c.vocab_size} * hidden, &embed_));
+  }
   DLLM_RETURN_IF_ERROR(up(weights.final_norm, hidden, &final_norm_));
-  if (weights.lm_head.bytes.data() == weights.embed.bytes.data() &&
-      weights.lm_head.dtype == weights.embed.dtype &&
-      weights.lm_head.bytes.size() == weights.embed.bytes.size()) {
+  if (tied) {
     lm_head_ = embed_.get();  // tied embeddings: one copy
   } else {
-    DLLM_RETURN_IF_ERROR(up(weights.lm_head, int64_t{c.vocab_size} * hidden, &lm_head_owned_));
+    DLLM_RETURN_IF_ERROR(mat(weights.lm_head, c.vocab_size, hidden, &lm_head_owned_));
     lm_head_ = lm_head_owned_.get();
   }
   layers_.resize(c.num_layers);
@@ -113,9 +131,9 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
     const LayerWeights& w = weights.layers[l];
     DeviceLayer& d = layers_[l];
     DLLM_RETURN_IF_ERROR(up(w.attn_norm, hidden, &d.attn_norm));
-    DLLM_RETURN_IF_ERROR(up(w.q, q_width() * hidden, &d.q));
-    DLLM_RETURN_IF_ERROR(up(w.k, kv_width() * hidden, &d.k));
-    DLLM_RETURN_IF_ERROR(up(w.v, kv_width() * hidden, &d.v));
+    DLLM_RETURN_IF_ERROR(mat(w.q, q_width(), hidden, &d.q));
+    DLLM_RETURN_IF_ERROR(mat(w.k, kv_width(), hidden, &d.k));
+    DLLM_RETURN_IF_ERROR(mat(w.v, kv_width(), hidden, &d.v));
     if (c.qkv_bias) {
       if (!w.q_bias || !w.k_bias || !w.v_bias) {
         return absl::InvalidArgumentError(
@@ -125,11 +143,11 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
       DLLM_RETURN_IF_ERROR(up(*w.k_bias, kv_width(), &d.k_bias));
       DLLM_RETURN_IF_ERROR(up(*w.v_bias, kv_width(), &d.v_bias));
     }
-    DLLM_RETURN_IF_ERROR(up(w.o, hidden * q_width(), &d.o));
+    DLLM_RETURN_IF_ERROR(mat(w.o, hidden, q_width(), &d.o));
     DLLM_RETURN_IF_ERROR(up(w.ffn_norm, hidden, &d.ffn_norm));
-    DLLM_RETURN_IF_ERROR(up(w.gate, int64_t{c.intermediate_size} * hidden, &d.gate));
-    DLLM_RETURN_IF_ERROR(up(w.up, int64_t{c.intermediate_size} * hidden, &d.up));
-    DLLM_RETURN_IF_ERROR(up(w.down, hidden * c.intermediate_size, &d.down));
+    DLLM_RETURN_IF_ERROR(mat(w.gate, c.intermediate_size, hidden, &d.gate));
+    DLLM_RETURN_IF_ERROR(mat(w.up, c.intermediate_size, hidden, &d.up));
+    DLLM_RETURN_IF_ERROR(mat(w.down, hidden, c.intermediate_size, &d.down));
   }
   return absl::OkStatus();
 }

@@ -67,6 +67,15 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> Weights(Backend* b, const std::vec
                           static_cast<int64_t>(v.size()));
 }
 
+// A Gemm weight [rows, cols] (UploadMatrix: the CPU backend packs it).
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> Matrix(Backend* b, const std::vector<float>& v,
+                                                     int64_t rows, int64_t cols) {
+  return b->UploadMatrix(DType::kF32,
+                         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                                  v.size() * sizeof(float)),
+                         rows, cols);
+}
+
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> Ints(Backend* b, const std::vector<int32_t>& v) {
   auto buf = b->Allocate(static_cast<int64_t>(std::max<size_t>(v.size(), 1)) * 4);
   if (!buf.ok()) return buf.status();
@@ -123,7 +132,8 @@ absl::Status OpTests(Backends& be, Report* report) {
           [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
             DLLM_ASSIGN_OR_RETURN(
                 x, Activation(b, RandomBf16Values(int64_t{rows} * in, 1.0f, 1), rows, in));
-            DLLM_ASSIGN_OR_RETURN(w, Weights(b, RandomBf16Values(int64_t{out} * in, 0.06f, 2)));
+            DLLM_ASSIGN_OR_RETURN(
+                w, Matrix(b, RandomBf16Values(int64_t{out} * in, 0.06f, 2), out, in));
             DLLM_ASSIGN_OR_RETURN(bb, Weights(b, RandomBf16Values(out, 0.5f, 3)));
             DLLM_ASSIGN_OR_RETURN(
                 y, Activation(b, RandomBf16Values(int64_t{rows} * out, 1.0f, 4), rows, out));

@@ -54,11 +54,21 @@ class CpuBuffer final : public DeviceBuffer {
   void set_format(GemmWeightType format) { format_ = format; }
   int element_bytes() const { return format_ == GemmWeightType::kBF16 ? 2 : 4; }
 
+  // A matrix uploaded by UploadMatrix is held in CpuGemm's panel layout; its logical shape
+  // is [packed_rows, packed_cols] (0 x 0 for anything else).
+  void set_packed(int64_t rows, int64_t cols) {
+    packed_rows_ = rows;
+    packed_cols_ = cols;
+  }
+  bool packed() const { return packed_cols_ > 0; }
+  GemmWeight gemm_weight() const { return {data_, format_, packed_rows_, packed_cols_}; }
+
  private:
   CpuBuffer(uint8_t* data, int64_t bytes) : data_(data), bytes_(bytes) {}
   uint8_t* data_;
   int64_t bytes_;
   GemmWeightType format_ = GemmWeightType::kF32;
+  int64_t packed_rows_ = 0, packed_cols_ = 0;
 };
 
 const CpuBuffer& Cpu(const DeviceBuffer& b) { return static_cast<const CpuBuffer&>(b); }
@@ -85,10 +95,19 @@ absl::Status CheckWeightFits(const DeviceBuffer& weight, int64_t elements, const
   return absl::OkStatus();
 }
 
-// Weight elements [offset, offset + count) as fp32: a pointer into the buffer when it is
-// fp32, else widened into `scratch`.
+// Weight elements [offset, offset + count) (row-major logical order) as fp32: a pointer into
+// the buffer when it is plain fp32, else widened (or gathered from the panel layout) into
+// `scratch`.
 const float* WeightAsF32(const CpuBuffer& weight, int64_t offset, int64_t count,
                          std::vector<float>* scratch) {
+  if (weight.packed()) {
+    const GemmWeight w = weight.gemm_weight();
+    scratch->resize(static_cast<size_t>(count));
+    for (int64_t e = 0; e < count; ++e) {
+      (*scratch)[e] = PackedGemmWeightAt(w, (offset + e) / w.k, (offset + e) % w.k);
+    }
+    return scratch->data();
+  }
   if (weight.format() == GemmWeightType::kF32) return weight.f32() + offset;
   scratch->resize(static_cast<size_t>(count));
   const uint16_t* in = weight.bf16() + offset;
@@ -161,6 +180,26 @@ class CpuBackend final : public Backend {
     return std::unique_ptr<DeviceBuffer>(std::move(*buffer));
   }
 
+  // The matrix in the stored format (bf16, or fp32 for F32/F16), packed once into CpuGemm's
+  // panel layout (cpu_gemm.h); gathers and downloads read it through WeightAsF32.
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadMatrix(DType dtype,
+                                                             std::span<const uint8_t> bytes,
+                                                             int64_t rows, int64_t cols) override {
+    if (rows < 0 || cols < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu backend: matrix shape [", rows, ", ", cols, "]"));
+    }
+    auto plain = UploadWeights(dtype, bytes, rows * cols);
+    if (!plain.ok() || rows == 0 || cols == 0) return plain;
+    const CpuBuffer& src = Cpu(**plain);
+    auto packed = CpuBuffer::Create(PackedGemmWeightBytes(src.format(), rows, cols));
+    if (!packed.ok()) return packed.status();
+    (*packed)->set_format(src.format());
+    PackGemmWeight(src.data(), src.format(), rows, cols, (*packed)->data());
+    (*packed)->set_packed(rows, cols);
+    return std::unique_ptr<DeviceBuffer>(std::move(*packed));
+  }
+
   absl::Status UploadInt32(std::span<const int32_t> host, DeviceBuffer* dst,
                            int64_t dst_offset) override {
     DLLM_RETURN_IF_ERROR(
@@ -216,7 +255,12 @@ class CpuBackend final : public Backend {
     const float* b = nullptr;
     if (bias != nullptr) b = WeightAsF32(Cpu(*bias), 0, out_features, &bias_scratch_);
     const CpuBuffer& w = Cpu(weight);
-    const GemmWeight gw{w.data(), w.format(), out_features, in_features};
+    const GemmWeight gw = w.gemm_weight();
+    if (gw.n != out_features || gw.k != in_features) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu backend: Gemm weight must be a [", out_features, ", ", in_features,
+                       "] matrix uploaded with UploadMatrix, got [", gw.n, ", ", gw.k, "]"));
+    }
     CpuGemm(Cpu(x).f32(), rows, gw, b, accumulate, Cpu(*y).f32(), &pool_, &gemm_scratch_);
     return absl::OkStatus();
   }

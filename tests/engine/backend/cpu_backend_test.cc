@@ -30,6 +30,17 @@ std::unique_ptr<DeviceBuffer> UploadF32(Backend& b, const std::vector<float>& v)
   return std::move(*buf);
 }
 
+// A Gemm weight [rows, cols], row-major in v.
+std::unique_ptr<DeviceBuffer> UploadMatrixF32(Backend& b, const std::vector<float>& v, int64_t rows,
+                                              int64_t cols) {
+  auto buf = b.UploadMatrix(
+      DType::kF32,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4), rows,
+      cols);
+  REQUIRE(buf.ok());
+  return std::move(*buf);
+}
+
 std::unique_ptr<DeviceBuffer> UploadI32(Backend& b, const std::vector<int32_t>& v) {
   auto buf = b.Allocate(static_cast<int64_t>(v.size()) * 4);
   REQUIRE(buf.ok());
@@ -81,13 +92,19 @@ TEST_CASE("cpu_backend: weight upload widens bf16 and f16 exactly") {
 TEST_CASE("cpu_backend: ops reject buffers that are too small") {
   auto b = MakeCpu();
   auto x = UploadF32(*b, std::vector<float>(8, 1.0f));
-  auto w = UploadF32(*b, std::vector<float>(16, 1.0f));
+  auto w = UploadMatrixF32(*b, std::vector<float>(16, 1.0f), 4, 4);
   auto y = b->Allocate(4 * 4);
   REQUIRE(y.ok());
   // 2 rows x 4 in -> 2 x 4 out needs 8 floats of y; y has 4.
   CHECK(b->Gemm(*x, 2, 4, *w, 4, nullptr, false, y->get()).code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(b->Gemm(*x, 1, 4, *w, 4, nullptr, false, y->get()).ok());
+  // Gemm takes only matrices uploaded as such, with the shape it is told.
+  auto plain = UploadF32(*b, std::vector<float>(16, 1.0f));
+  CHECK(b->Gemm(*x, 1, 4, *plain, 4, nullptr, false, y->get()).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(b->Gemm(*x, 1, 2, *w, 8, nullptr, false, y->get()).code() ==
+        absl::StatusCode::kInvalidArgument);
   auto ids = UploadI32(*b, {0, 5});
   CHECK(b->EmbeddingGather(*w, 4, 4, *ids, 2, x.get()).code() ==
         absl::StatusCode::kInvalidArgument);
@@ -98,7 +115,7 @@ TEST_CASE("cpu_backend: GEMM with bias and accumulate") {
   const std::vector<float> xv = {1, 2, 3, 4, 5, 6};                     // [2, 3]
   const std::vector<float> wv = {1, 0, 0, 0, 1, 0, 1, 1, 1, 2, 0, -1};  // [4, 3]
   auto x = UploadF32(*b, xv);
-  auto w = UploadF32(*b, wv);
+  auto w = UploadMatrixF32(*b, wv, 4, 3);
   auto bias = UploadF32(*b, {0.5f, 0, 0, -1});
   auto y = UploadF32(*b, {1, 1, 1, 1, 1, 1, 1, 1});
   REQUIRE(b->Gemm(*x, 2, 3, *w, 4, bias.get(), true, y.get()).ok());

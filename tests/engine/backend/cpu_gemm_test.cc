@@ -32,18 +32,12 @@ float FromBf16(uint16_t b) {
   return f;
 }
 
-// The numerics contract of cpu_gemm.h written out independently: 16 lanes, lane i % 16
-// accumulates with std::fma in increasing i, folded in halves, then + bias, then y_old + v.
+// The numerics contract of cpu_gemm.h written out independently: one std::fma chain in
+// increasing i from +0, then + bias, then y_old + v.
 float ContractDot(const float* x, const float* w, int64_t k) {
-  float lanes[16] = {};
-  const int64_t k_padded = (k + 15) / 16 * 16;  // zero padding: fma(0, 0, lane)
-  for (int64_t i = 0; i < k_padded; ++i) {
-    lanes[i % 16] = std::fma(i < k ? x[i] : 0.0f, i < k ? w[i] : 0.0f, lanes[i % 16]);
-  }
-  for (int width = 8; width >= 1; width /= 2) {
-    for (int l = 0; l < width; ++l) lanes[l] = lanes[l] + lanes[l + width];
-  }
-  return lanes[0];
+  float acc = 0.0f;
+  for (int64_t i = 0; i < k; ++i) acc = std::fma(x[i], w[i], acc);
+  return acc;
 }
 
 struct Problem {
@@ -54,7 +48,16 @@ struct Problem {
 struct Data {
   std::vector<float> x, w, bias, y0;
   std::vector<uint16_t> w_bf16;
+  std::vector<float> packed_f32;      // w packed for CpuGemm
+  std::vector<uint16_t> packed_bf16;  // w_bf16 packed
 };
+
+template <typename T>
+std::vector<T> Pack(const std::vector<T>& w, GemmWeightType type, int64_t n, int64_t k) {
+  std::vector<T> packed(static_cast<size_t>(PackedGemmWeightBytes(type, n, k)) / sizeof(T));
+  PackGemmWeight(w.data(), type, n, k, packed.data());
+  return packed;
+}
 
 Data MakeData(const Problem& p, uint32_t seed) {
   Data d;
@@ -68,13 +71,15 @@ Data MakeData(const Problem& p, uint32_t seed) {
       d.w_bf16[i] = ToBf16(d.w[i]);
       d.w[i] = FromBf16(d.w_bf16[i]);  // the reference sees the exact widening
     }
+    d.packed_bf16 = Pack(d.w_bf16, GemmWeightType::kBF16, p.n, p.k);
   }
+  d.packed_f32 = Pack(d.w, GemmWeightType::kF32, p.n, p.k);
   return d;
 }
 
 GemmWeight WeightOf(const Problem& p, const Data& d) {
-  if (p.bf16) return {d.w_bf16.data(), GemmWeightType::kBF16, p.n, p.k};
-  return {d.w.data(), GemmWeightType::kF32, p.n, p.k};
+  if (p.bf16) return {d.packed_bf16.data(), GemmWeightType::kBF16, p.n, p.k};
+  return {d.packed_f32.data(), GemmWeightType::kF32, p.n, p.k};
 }
 
 std::vector<float> Reference(const Problem& p, const Data& d) {
@@ -104,9 +109,11 @@ const std::vector<Problem>& Problems() {
       {37, 128, 160, false, false, false},  // tiny-model shapes; 37 rows: every tile tail
       {37, 384, 128, true, false, true},    // down-projection with the residual fused
       {21, 128, 96, false, true, true},     // Dream's q/k/v bias
-      {9, 13, 7, false, true, false},       // k shorter than one 16-lane step
-      {9, 40, 11, true, true, false},       // k tail after whole steps, odd n
-      {6, 1024, 700, true, false, true},    // several column chunks
+      {9, 13, 7, false, true, false},       // n below one panel
+      {9, 40, 11, true, true, false},       // odd n
+      {6, 1024, 700, true, false, true},    // several k blocks (partials parked in scratch)
+      {13, 300, 200, false, true, false},   // several k blocks (partials parked in y), n tail
+      {7, 129, 33, true, true, true},       // one k value past a block
   };
   return problems;
 }
@@ -170,10 +177,10 @@ TEST_CASE("cpu_gemm: bf16 weights give the bits of their fp32 widening") {
   const Data d = MakeData(p, 7);  // d.w holds the exact widening of d.w_bf16
   std::vector<float> scratch;
   std::vector<float> y_bf16(d.y0.begin(), d.y0.end()), y_f32(d.y0.begin(), d.y0.end());
-  CpuGemm(d.x.data(), p.rows, {d.w_bf16.data(), GemmWeightType::kBF16, p.n, p.k}, d.bias.data(),
-          true, y_bf16.data(), nullptr, &scratch);
-  CpuGemm(d.x.data(), p.rows, {d.w.data(), GemmWeightType::kF32, p.n, p.k}, d.bias.data(), true,
-          y_f32.data(), nullptr, &scratch);
+  CpuGemm(d.x.data(), p.rows, {d.packed_bf16.data(), GemmWeightType::kBF16, p.n, p.k},
+          d.bias.data(), true, y_bf16.data(), nullptr, &scratch);
+  CpuGemm(d.x.data(), p.rows, {d.packed_f32.data(), GemmWeightType::kF32, p.n, p.k}, d.bias.data(),
+          true, y_f32.data(), nullptr, &scratch);
   CHECK(std::memcmp(y_bf16.data(), y_f32.data(), sizeof(float) * y_f32.size()) == 0);
 }
 
@@ -194,6 +201,22 @@ TEST_CASE("cpu_gemm: accurate against a double-precision product") {
   }
   CHECK(max_ref > 1);
   CHECK(max_err <= 2e-6 * max_ref * std::sqrt(static_cast<double>(p.k)));
+}
+
+TEST_CASE("cpu_gemm: the packed layout holds every element of w") {
+  for (const Problem& p : Problems()) {
+    const Data d = MakeData(p, 5);
+    for (const GemmWeight& w :
+         {GemmWeight{d.packed_f32.data(), GemmWeightType::kF32, p.n, p.k}, WeightOf(p, d)}) {
+      for (int64_t o = 0; o < p.n; ++o) {
+        for (int64_t i = 0; i < p.k; ++i) {
+          if (PackedGemmWeightAt(w, o, i) != d.w[o * p.k + i]) {
+            FAIL("w[" << o << "][" << i << "] n=" << p.n << " k=" << p.k);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("cpu_gemm: zero rows and zero columns are no-ops") {
