@@ -189,13 +189,23 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(
           absl::StrCat("cpu backend: matrix shape [", rows, ", ", cols, "]"));
     }
-    auto plain = UploadWeights(dtype, bytes, rows * cols);
-    if (!plain.ok() || rows == 0 || cols == 0) return plain;
-    const CpuBuffer& src = Cpu(**plain);
-    auto packed = CpuBuffer::Create(PackedGemmWeightBytes(src.format(), rows, cols));
+    // bf16 and fp32 pack straight from the file's bytes; f16 is widened to fp32 first.
+    std::unique_ptr<DeviceBuffer> widened;
+    const void* src = bytes.data();
+    GemmWeightType format = dtype == DType::kBF16 ? GemmWeightType::kBF16 : GemmWeightType::kF32;
+    if (dtype != DType::kBF16 && dtype != DType::kF32) {
+      auto plain = UploadWeights(dtype, bytes, rows * cols);
+      if (!plain.ok()) return plain;
+      widened = std::move(*plain);
+      src = Cpu(*widened).data();
+    } else if (static_cast<int64_t>(bytes.size()) != rows * cols * DTypeSize(dtype)) {
+      return UploadWeights(dtype, bytes, rows * cols);  // its size error names the mismatch
+    }
+    if (rows == 0 || cols == 0) return UploadWeights(dtype, bytes, rows * cols);
+    auto packed = CpuBuffer::Create(PackedGemmWeightBytes(format, rows, cols));
     if (!packed.ok()) return packed.status();
-    (*packed)->set_format(src.format());
-    PackGemmWeight(src.data(), src.format(), rows, cols, (*packed)->data());
+    (*packed)->set_format(format);
+    PackGemmWeight(src, format, rows, cols, (*packed)->data());
     (*packed)->set_packed(rows, cols);
     return std::unique_ptr<DeviceBuffer>(std::move(*packed));
   }

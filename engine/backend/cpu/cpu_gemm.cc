@@ -243,16 +243,19 @@ HWY_EXPORT(CurrentTarget);
 
 namespace {
 
+// `src` may be unaligned (a tensor inside a mapped safetensors file): read with memcpy.
 template <typename WT>
-void PackAs(const WT* src, int64_t n, int64_t k, WT* dst) {
+void PackAs(const void* src, int64_t n, int64_t k, WT* dst) {
+  const auto* bytes = static_cast<const unsigned char*>(src);
   const int64_t panels = gemm_detail::Panels(n);
   for (int64_t p = 0; p < panels; ++p) {
     WT* panel = dst + p * k * kGemmPanel;
     for (int64_t j = 0; j < kGemmPanel; ++j) {
       const int64_t o = p * kGemmPanel + j;
       if (o < n) {
-        const WT* row = src + o * k;
-        for (int64_t i = 0; i < k; ++i) panel[i * kGemmPanel + j] = row[i];
+        const unsigned char* row = bytes + o * k * static_cast<int64_t>(sizeof(WT));
+        for (int64_t i = 0; i < k; ++i)
+          std::memcpy(&panel[i * kGemmPanel + j], row + i * sizeof(WT), sizeof(WT));
       } else {
         for (int64_t i = 0; i < k; ++i) panel[i * kGemmPanel + j] = WT{0};
       }
@@ -269,9 +272,9 @@ int64_t PackedGemmWeightBytes(GemmWeightType type, int64_t n, int64_t k) {
 void PackGemmWeight(const void* row_major, GemmWeightType type, int64_t n, int64_t k,
                     void* packed) {
   if (type == GemmWeightType::kBF16) {
-    PackAs(static_cast<const uint16_t*>(row_major), n, k, static_cast<uint16_t*>(packed));
+    PackAs(row_major, n, k, static_cast<uint16_t*>(packed));
   } else {
-    PackAs(static_cast<const float*>(row_major), n, k, static_cast<float*>(packed));
+    PackAs(row_major, n, k, static_cast<float*>(packed));
   }
 }
 

@@ -46,7 +46,7 @@ struct GemmWeight {
 // Bytes of the packed form of an [n, k] weight: n rounded up to whole panels, times k.
 int64_t PackedGemmWeightBytes(GemmWeightType type, int64_t n, int64_t k);
 
-// Packs row-major w[n, k] (PyTorch nn.Linear layout) into `packed`
+// Packs row-major w[n, k] (PyTorch nn.Linear layout; any alignment) into `packed`
 // (PackedGemmWeightBytes(type, n, k) bytes, ideally 64-byte aligned). Same element format.
 void PackGemmWeight(const void* row_major, GemmWeightType type, int64_t n, int64_t k, void* packed);
 
