@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "engine/backend/cpu/cpu_chain_gemm.h"
+#include "engine/backend/cpu/cpu_vector_math.h"
 
 namespace dllm {
 
@@ -45,11 +46,9 @@ void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, co
         s[j] = s[j] * g.scale;
         m = std::max(m, s[j]);
       }
+      CpuExpShifted(s, L, m);
       float sum = 0.0f;
-      for (int64_t j = 0; j < L; ++j) {
-        s[j] = std::exp(s[j] - m);
-        sum += s[j];
-      }
+      for (int64_t j = 0; j < L; ++j) sum += s[j];
       scratch->inv_sum[r] = 1.0f / sum;  // sum >= 1: the max term is exp(0)
     }
     float* o = out + r0 * row_stride + int64_t{head} * d;

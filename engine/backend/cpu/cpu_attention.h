@@ -6,10 +6,11 @@
 // positions j = 0 .. kv_positions-1:
 //   - dot_j = q_r · k_j as one fma chain over i = 0 .. head_dim-1 (cpu_chain_gemm.h), then
 //     s_j = dot_j * scale;
-//   - m = max_j s_j; e_j = expf(s_j - m); sum = e_0 + e_1 + ... in increasing j;
+//   - m = max_j s_j; e_j = CpuExpF(s_j - m) (cpu_vector_math.h); sum = e_0 + e_1 + ... in
+//     increasing j;
 //   - o_i = (fma chain over j = 0 .. kv_positions-1 of e_j * v_j[i]) * (1 / sum).
 // So a row's output depends only on its query row and the slab: not on the other rows in the
-// call, their number, the thread that runs it or the SIMD target (expf is the same libm call
+// call, their number, the thread that runs it or the SIMD target (CpuExpF gives the same bits
 // on every target). Scores are held for kAttentionRowBlock rows at a time, never for the
 // whole sequence.
 #ifndef DLLM_ENGINE_BACKEND_CPU_CPU_ATTENTION_H_

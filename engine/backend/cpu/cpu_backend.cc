@@ -14,6 +14,7 @@
 #include "engine/backend/cpu/cpu_attention.h"
 #include "engine/backend/cpu/cpu_gemm.h"
 #include "engine/backend/cpu/cpu_row_stats.h"
+#include "engine/backend/cpu/cpu_vector_math.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/kernel_math.h"
 #include "engine/core/status_macros.h"
@@ -408,7 +409,7 @@ class CpuBackend final : public Backend {
     const float* u = Cpu(up).f32();
     float* o = Cpu(*out).f32();
     ForChunks(elements, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) o[i] = kmath::SwiGluElement(g[i], u[i]);
+      CpuSwiGlu(g + begin, u + begin, end - begin, o + begin);
     });
     return absl::OkStatus();
   }
