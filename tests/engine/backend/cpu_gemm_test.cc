@@ -111,9 +111,10 @@ const std::vector<Problem>& Problems() {
       {21, 128, 96, false, true, true},     // Dream's q/k/v bias
       {9, 13, 7, false, true, false},       // n below one panel
       {9, 40, 11, true, true, false},       // odd n
-      {6, 1024, 700, true, false, true},    // several k blocks (partials parked in scratch)
-      {13, 300, 200, false, true, false},   // several k blocks (partials parked in y), n tail
-      {7, 129, 33, true, true, true},       // one k value past a block
+      {6, 1024, 700, true, false, true},    // several panel groups (thread tasks)
+      {13, 300, 200, false, true, false},   // n tail inside a panel
+      {3, 4500, 40, true, true, true},      // three k blocks, partials parked in scratch
+      {4, 2049, 33, false, true, false},    // one k value past a block, parked in y
   };
   return problems;
 }
