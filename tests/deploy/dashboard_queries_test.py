@@ -197,6 +197,8 @@ decoding:
 cache:
   policy: entropy
   shadow_sample_rate: 1
+limits:
+  max_shadow_sample_rate: 1
 metrics:
   address: 127.0.0.1
   port: {metrics_port}
