@@ -49,8 +49,8 @@ inline float ToFloat(WT w) {
 // outputs) and walks k in blocks of kBlockK; between blocks each output's partial chain is
 // parked in fp32 memory and resumed. Measured on the mid model (1 thread, AVX-512): blocks
 // small enough to keep a task's weights in L1 (k = 128) ran a full step at 65% of sgemm,
-// unblocked k at 76-78%; 2048 bounds the parked-chain traffic and the working set for 8B
-// shapes (k = 12288) while leaving every mid/8B attention projection unblocked.
+// unblocked k at 76-78%. 2048 keeps the mid model's k (1024, 2816) in one or two blocks and
+// bounds a task's working set for 8B shapes (k = 4096 and 12288: 2 and 6 blocks).
 inline constexpr int64_t kTaskPanels = 8;
 inline constexpr int64_t kBlockK = 2048;
 
