@@ -96,19 +96,16 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
     return absl::InvalidArgumentError(absl::StrCat("weights have ", weights.layers.size(),
                                                    " layers, config says ", c.num_layers));
   }
-  // up: vectors (norm weights, biases); mat: matrices that Gemm reads as [out, in].
-  auto up = [&](const TensorView& t, int64_t n, std::unique_ptr<DeviceBuffer>* out) {
-    auto b = UploadTensor(t, n, 0);
-    if (!b.ok()) return b.status();
-    *out = std::move(*b);
-    return absl::OkStatus();
-  };
+  // mat: matrices that Gemm reads as [out, in]; up: vectors (norm weights, biases).
   auto mat = [&](const TensorView& t, int64_t rows, int64_t cols,
                  std::unique_ptr<DeviceBuffer>* out) {
     auto b = UploadTensor(t, rows, cols);
     if (!b.ok()) return b.status();
     *out = std::move(*b);
     return absl::OkStatus();
+  };
+  auto up = [&](const TensorView& t, int64_t n, std::unique_ptr<DeviceBuffer>* out) {
+    return mat(t, n, 0, out);
   };
   const bool tied = weights.lm_head.bytes.data() == weights.embed.bytes.data() &&
                     weights.lm_head.dtype == weights.embed.dtype &&
