@@ -69,3 +69,26 @@ if(csv_n LESS 2)
   message(FATAL_ERROR "expected a header and samples in ${OUT}_shadow.csv")
 endif()
 message(STATUS "${out}")
+
+# --sweep with an explicit tau list, under --shadow: one CSV row per tau, with the cache-quality
+# columns filled for thresholds that allow partial steps.
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+          --policy entropy:tau=0.5,k=2 --sweep tau=0,1e-3,inf --sweep-out ${OUT}_list --shadow 1
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dllm-bench --sweep tau=list failed (${rc}):\n${out}\n${err}")
+endif()
+file(STRINGS ${OUT}_list.csv csv)
+list(LENGTH csv ncsv)
+if(NOT ncsv EQUAL 4)
+  message(FATAL_ERROR "expected a header and 3 tau rows, got ${ncsv}:\n${csv}")
+endif()
+list(GET csv 0 header)
+if(NOT header MATCHES ",shadow_samples,mismatch_rate,mean_kl,drift_prompt")
+  message(FATAL_ERROR "sweep CSV lacks the shadow columns: ${header}")
+endif()
+list(GET csv 3 inf_row)
+if(NOT inf_row MATCHES "^\"[^\"]*\",inf,2,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[1-9][0-9]*,")
+  message(FATAL_ERROR "tau=inf row has no shadow samples: ${inf_row}")
+endif()

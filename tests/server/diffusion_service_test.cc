@@ -309,6 +309,7 @@ TEST_CASE("service: Tokenize and GetModelInfo") {
   CHECK(info.default_decoding().block_length() == 8);                // config over model default
   CHECK(info.default_cache().policy() == v1::CACHE_POLICY_ENTROPY);  // model default
   CHECK(info.limits().max_steps() == 77);
+  CHECK(info.limits().max_shadow_sample_rate() == 0.1f);  // default bound
 }
 
 }  // namespace
