@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/engine_request_link.h"
+#include "server/reactor_order.h"
 #include "server/request_decoding.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
@@ -115,9 +116,13 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     FinishCall(status, &event, request_id_);
   }
 
-  void OnCancel() override { link_.Cancel(); }
+  void OnCancel() override {
+    link_.Cancel();
+    ReactionEnded(this);
+  }
 
   void OnDone() override {
+    OnDoneStarted(this);
     if (opened_) service_->CallClosed();
     self_.reset();
   }
@@ -128,6 +133,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
 
   void FinishCall(const grpc::Status& status, const FinalEvent* event, const std::string& id) {
     service_->RecordCall("Generate", id, status, event, start_);
+    ReactionEnded(this);
     Finish(status);  // may run OnDone on another thread: touch nothing afterwards
   }
 
@@ -258,12 +264,17 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         pending_.clear();
       }
     }
+    ReactionEnded(this);  // before Pump, which may Finish
     Pump();
   }
 
-  void OnCancel() override { link_.Cancel(); }
+  void OnCancel() override {
+    link_.Cancel();
+    ReactionEnded(this);
+  }
 
   void OnDone() override {
+    OnDoneStarted(this);
     if (opened_) service_->CallClosed();
     self_.reset();
   }
@@ -317,6 +328,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
           current_, &current_bytes_, &own_buffer);
       StartWrite(&current_bytes_);
     } else if (action == kFinish) {
+      ReactionEnded(this);
       Finish(status);  // may run OnDone on another thread: touch nothing afterwards
     }
   }
@@ -375,6 +387,8 @@ void DiffusionService::SetDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
 }
+
+DiffusionService::~DiffusionService() { WaitForOpenCalls(absl::Seconds(10)); }
 
 void DiffusionService::CallOpened() {
   absl::MutexLock lock(&mu_);

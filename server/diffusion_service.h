@@ -55,6 +55,11 @@ class DiffusionService final : public DiffusionServiceBase {
   // outlive the service.
   DiffusionService(const ServerConfig& config, const TokenAuthenticator* auth,
                    ServerMetrics* metrics, Logger* logger);
+  // Destroy the grpc::Server first: its Shutdown waits for every call's OnDone. The destructor
+  // then still waits (up to 10 s) for the open-call count to reach zero under the service's
+  // mutex, which makes that order explicit (and visible to ThreadSanitizer, which cannot see
+  // gRPC's own wait).
+  ~DiffusionService() override;
 
   // Makes `engine` (not owned) serve calls; resolves the effective request defaults from
   // its ModelInfo and the configured defaults. FAILED_PRECONDITION (and the engine is not

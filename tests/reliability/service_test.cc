@@ -12,6 +12,7 @@
 #include "server/diffusion_service.h"
 #include "server/request_decoding.h"
 #include "tests/server/fake_engine.h"
+#include "tests/server/locked_log.h"
 
 namespace dllm {
 namespace {
@@ -58,7 +59,7 @@ class Harness {
 
   v1::DiffusionLM::Stub& stub() { return *stub_; }
   CountingEngine& engine() { return engine_; }
-  std::string log() { return log_.str(); }  // read once the calls of interest finished
+  std::string log() { return log_.str(); }  // complete once the calls of interest finished
   int LogLines(const std::string& needle) {
     std::istringstream in(log());
     std::string line;
@@ -98,7 +99,7 @@ class Harness {
 
  private:
   ServerConfig config_;
-  std::ostringstream log_;
+  testing::LockedLog log_;
   Logger logger_;
   ServerMetrics metrics_;
   CountingEngine engine_;

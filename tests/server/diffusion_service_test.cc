@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/server/fake_engine.h"
+#include "tests/server/locked_log.h"
 
 namespace dllm {
 namespace {
@@ -61,7 +62,7 @@ class Harness {
 
  private:
   ServerConfig config_;
-  std::ostringstream log_;
+  testing::LockedLog log_;
   Logger logger_;
   ServerMetrics metrics_;
   FakeEngine engine_;
