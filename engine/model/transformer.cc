@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,13 @@ class TransformerImpl final : public Transformer {
                                                              int64_t cols);
   absl::Status EnsureRows(int rows);
   absl::Status EnsurePredictRows(int rows);
+  // Layer `w` with K/V for all `rows` rows (positions_), the rest for the `predicting` rows
+  // named by pred_rows_/pred_positions_ only; their outputs land in h_pred_, in that order.
+  // `attn` describes all rows, `pred_attn` the predicting rows (row_begin into h_pred_).
+  absl::Status LastLayerOnPredictingRows(const DeviceLayer& w, int rows, int predicting,
+                                         std::span<const AttentionSequence> attn,
+                                         std::span<const AttentionSequence> pred_attn,
+                                         const AttentionShape& shape);
 
   int q_width() const { return config_.num_heads * config_.head_dim; }
   int kv_width() const { return config_.num_kv_heads * config_.head_dim; }
@@ -67,6 +76,9 @@ class TransformerImpl final : public Transformer {
   // Workspace, grown on demand and kept between steps.
   int row_capacity_ = 0;
   std::unique_ptr<DeviceBuffer> h_, a_, q_, k_, v_, att_, gate_, up_, tokens_, positions_;
+  // The last layer on the predicting rows only (see Run): their residual rows, batch row
+  // indices and positions.
+  std::unique_ptr<DeviceBuffer> h_pred_, pred_rows_, pred_positions_;
   int predict_capacity_ = 0;
   std::unique_ptr<DeviceBuffer> gather_, hs_, logits_;
 };
@@ -170,6 +182,9 @@ absl::Status TransformerImpl::EnsureRows(int rows) {
   DLLM_RETURN_IF_ERROR(alloc(r * config_.intermediate_size, act, &up_));
   DLLM_RETURN_IF_ERROR(alloc(r, 4, &tokens_));
   DLLM_RETURN_IF_ERROR(alloc(r, 4, &positions_));
+  DLLM_RETURN_IF_ERROR(alloc(r * config_.hidden_size, act, &h_pred_));
+  DLLM_RETURN_IF_ERROR(alloc(r, 4, &pred_rows_));
+  DLLM_RETURN_IF_ERROR(alloc(r, 4, &pred_positions_));
   row_capacity_ = cap;
   return absl::OkStatus();
 }
@@ -189,6 +204,44 @@ absl::Status TransformerImpl::EnsurePredictRows(int rows) {
   logits_ = std::move(*logits);
   predict_capacity_ = rows;
   return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::LastLayerOnPredictingRows(
+    const DeviceLayer& w, int rows, int predicting, std::span<const AttentionSequence> attn,
+    std::span<const AttentionSequence> pred_attn, const AttentionShape& shape) {
+  const ModelConfig& c = config_;
+  const int hidden = c.hidden_size;
+  const int n = predicting;
+  const RopeMode rope_mode = c.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
+  // K/V of every row, as in the other layers.
+  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*a_, rows, hidden, *w.k, kv_width(), w.k_bias.get(), false, k_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*a_, rows, hidden, *w.v, kv_width(), w.v_bias.get(), false, v_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->Rope(k_.get(), rows, c.num_kv_heads, c.head_dim, *positions_,
+                                      c.rope_theta, rope_mode));
+  DLLM_RETURN_IF_ERROR(backend_->KvScatter(*k_, *v_, *positions_, attn, shape));
+  // The query side on the predicting rows: their residuals move to h_pred_ and everything
+  // after runs on n rows (the norm is per row, so a_'s first n rows equal the gathered ones).
+  DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *pred_rows_, n, h_pred_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_pred_, n, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*a_, n, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->Rope(q_.get(), n, c.num_heads, c.head_dim, *pred_positions_,
+                                      c.rope_theta, rope_mode));
+  DLLM_RETURN_IF_ERROR(backend_->Attention(*q_, pred_attn, shape, att_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*att_, n, q_width(), *w.o, hidden, nullptr, true, h_pred_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_pred_, n, hidden, *w.ffn_norm, c.norm_eps, a_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*a_, n, hidden, *w.gate, c.intermediate_size, nullptr, false, gate_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->Gemm(*a_, n, hidden, *w.up, c.intermediate_size, nullptr, false, up_.get()));
+  DLLM_RETURN_IF_ERROR(
+      backend_->SwiGlu(*gate_, *up_, int64_t{n} * c.intermediate_size, gate_.get()));
+  return backend_->Gemm(*gate_, n, c.intermediate_size, *w.down, hidden, nullptr, true,
+                        h_pred_.get());
 }
 
 absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
@@ -232,7 +285,55 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_tokens, tokens_.get()));
   DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_positions, positions_.get()));
 
-  // ---- Layers over the query rows of all sequences together.
+  // ---- The predicting rows: the only rows whose final hidden state is used.
+  struct Wanted {
+    int sequence;
+    int index;
+  };
+  std::vector<Wanted> wanted;
+  std::vector<int32_t> wanted_rows;
+  std::vector<LogitsRowRequest> requests;
+  wanted.reserve(plan.total_predictions);
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const SequenceStep& s = batch.sequences[i];
+    for (size_t j = 0; j < s.predict_positions.size(); ++j) {
+      wanted.push_back({static_cast<int>(i), static_cast<int>(j)});
+      wanted_rows.push_back(plan.sequences[i].predict_rows[j]);
+      LogitsRowRequest r;
+      r.position = s.predict_positions[j];
+      r.step = s.step;
+      r.sampling = s.sampling;
+      requests.push_back(r);
+    }
+    if (logits != nullptr && (capture < 0 || capture == static_cast<int>(i))) {
+      (*logits)[i].resize(s.predict_positions.size());
+    }
+  }
+  // ---- Layers over the query rows of all sequences together. Every layer writes the K/V of
+  // every row, but only the predicting rows' outputs of the last layer are ever read (by the
+  // LM head), so the last layer runs its query side (Q, attention, O, FFN) on those rows
+  // alone. Every kernel is row-independent (the backend's batch-invariance contract), so this
+  // changes no bit of the predicted rows; it saves most of a layer of a full step.
+  const int total = static_cast<int>(wanted.size());
+  const bool prune_last_layer = total > 0 && total < rows;
+  std::vector<AttentionSequence> pred_attn;
+  if (prune_last_layer) {
+    std::vector<int32_t> pred_positions;
+    pred_positions.reserve(total);
+    for (int32_t row : wanted_rows) pred_positions.push_back(host_positions[row]);
+    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(wanted_rows, pred_rows_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(pred_positions, pred_positions_.get()));
+    // Predicting rows are grouped by sequence in `wanted`, so each sequence's are contiguous.
+    int begin = 0;
+    for (size_t a = 0, i = 0; i < batch.sequences.size(); ++i) {
+      if (plan.sequences[i].positions.empty()) continue;
+      AttentionSequence seq = attn[a++];
+      seq.row_begin = begin;
+      seq.rows = static_cast<int>(batch.sequences[i].predict_positions.size());
+      begin += seq.rows;
+      if (seq.rows > 0) pred_attn.push_back(seq);
+    }
+  }
   const int hidden = c.hidden_size;
   const RopeMode rope_mode = c.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
   AttentionShape shape;
@@ -247,6 +348,10 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayer& w = layers_[l];
     shape.layer = l;
+    if (prune_last_layer && l == c.num_layers - 1) {
+      DLLM_RETURN_IF_ERROR(LastLayerOnPredictingRows(w, rows, total, attn, pred_attn, shape));
+      break;
+    }
     DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
     DLLM_RETURN_IF_ERROR(
         backend_->Gemm(*a_, rows, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
@@ -273,39 +378,17 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
                                         true, h_.get()));
   }
 
-  // ---- Final norm, LM head and statistics on the predicting rows only, in chunks.
-  struct Wanted {
-    int sequence;
-    int index;
-  };
-  std::vector<Wanted> wanted;
-  std::vector<int32_t> wanted_rows;
-  std::vector<LogitsRowRequest> requests;
-  wanted.reserve(plan.total_predictions);
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const SequenceStep& s = batch.sequences[i];
-    for (size_t j = 0; j < s.predict_positions.size(); ++j) {
-      wanted.push_back({static_cast<int>(i), static_cast<int>(j)});
-      wanted_rows.push_back(plan.sequences[i].predict_rows[j]);
-      LogitsRowRequest r;
-      r.position = s.predict_positions[j];
-      r.step = s.step;
-      r.sampling = s.sampling;
-      requests.push_back(r);
-    }
-    if (logits != nullptr && (capture < 0 || capture == static_cast<int>(i))) {
-      (*logits)[i].resize(s.predict_positions.size());
-    }
-  }
-  const int total = static_cast<int>(wanted.size());
+  // ---- Final norm, LM head and statistics on the predicting rows, in chunks.
   if (total == 0) return absl::OkStatus();
+  const DeviceBuffer& final_h = prune_last_layer ? *h_pred_ : *h_;
+  if (prune_last_layer) std::iota(wanted_rows.begin(), wanted_rows.end(), 0);
   DLLM_RETURN_IF_ERROR(EnsurePredictRows(std::min(total, kLogitsChunkRows)));
   std::vector<RowStats> stats(kLogitsChunkRows);
   for (int begin = 0; begin < total; begin += kLogitsChunkRows) {
     const int n = std::min(kLogitsChunkRows, total - begin);
     DLLM_RETURN_IF_ERROR(backend_->UploadInt32(
         std::span<const int32_t>(wanted_rows.data() + begin, n), gather_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *gather_, n, hs_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->GatherRows(final_h, hidden, *gather_, n, hs_.get()));
     DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*hs_, n, hidden, *final_norm_, c.norm_eps, hs_.get()));
     DLLM_RETURN_IF_ERROR(
         backend_->Gemm(*hs_, n, hidden, *lm_head_, c.vocab_size, nullptr, false, logits_.get()));

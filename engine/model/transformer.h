@@ -3,8 +3,9 @@
 // Per layer, for the query rows only: norm → Q/K/V → RoPE at absolute positions → write K/V
 // into the sequence's slab → attention of the query rows over ALL cached positions of that
 // sequence (bidirectional) → output projection → MLP. The final norm and LM head run only on
-// the rows whose prediction is wanted (Dream: row p-1 predicts position p). The query rows of
-// all sequences go through each GEMM together; attention stays per sequence.
+// the rows whose prediction is wanted (Dream: row p-1 predicts position p), and so does the
+// last layer after its K/V (nothing else reads its outputs). The query rows of all sequences
+// go through each GEMM together; attention stays per sequence.
 //
 // Contract: a full step (query_positions = all of [0, N)) rewrites the whole slab. A partial
 // step reads the slab entries of the other positions as they were last written. Every

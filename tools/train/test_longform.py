@@ -179,6 +179,41 @@ class BlasEnvTest(unittest.TestCase):
         self.assertEqual(name, "Prescott")
 
 
+class BlockMasksTest(unittest.TestCase):
+    """--block-mask-prob: the answer region looks like one step of block decoding."""
+
+    def test_blocks(self):
+        import torch
+        gen = torch.Generator().manual_seed(3)
+        b, n, g, block = 64, 60, 32, 8
+        starts = torch.randint(0, n - g, (b,), generator=gen)
+        p = torch.rand(b, generator=gen) * 0.8 + 0.1
+        before = torch.rand(b, n, generator=gen) < 0.5  # stands for the uniform masks
+        masked, weight = longtrain.block_masks(before.clone(), p, starts, g, block, 1.0, gen)
+        seen = set()
+        for r in range(b):
+            s = int(starts[r])
+            ans = masked[r, s:s + g]
+            # The prompt (and anything else outside the answer) keeps its uniform masks.
+            self.assertTrue(torch.equal(masked[r, :s], before[r, :s]))
+            self.assertTrue(torch.equal(masked[r, s + g:], before[r, s + g:]))
+            # Weight 1 (p < 1 here) marks the later blocks; it starts on a block boundary.
+            ones = (weight[r, s:s + g] == 1.0).nonzero()
+            hi = int(ones[0]) if len(ones) else g
+            self.assertEqual(hi % block, 0)
+            self.assertGreaterEqual(hi, block)
+            self.assertFalse(ans[:hi - block].any())    # earlier blocks: clean context
+            self.assertTrue(ans[hi:].all())             # later blocks: fully masked
+            self.assertTrue(torch.all(weight[r, s + hi:s + g] == 1.0))
+            self.assertTrue(torch.all(weight[r, s:s + hi] == p[r]))
+            seen.add(hi)
+        self.assertGreater(len(seen), 2)  # the current block varies
+        # prob 0 changes nothing.
+        same, w = longtrain.block_masks(before.clone(), p, starts, g, block, 0.0, gen)
+        self.assertTrue(torch.equal(same, before))
+        self.assertTrue(torch.equal(w, p[:, None].expand(b, n)))
+
+
 class ResumeTest(unittest.TestCase):
     """A run stopped after one step and resumed reaches bit-identical weights and optimizer
     state to an uninterrupted run (data, masking and RNG are functions of the step)."""
@@ -192,7 +227,7 @@ class ResumeTest(unittest.TestCase):
                     "--hidden", "32", "--layers", "1", "--heads", "2", "--intermediate", "64",
                     "--tok-corpus", "100", "--tok-vocab", "400", "--batch", "2",
                     "--curriculum-steps", "4", "--eval-every", "1000", "--max-steps", "5",
-                    "--val-items", "2", "--eval-batch", "2",
+                    "--val-items", "2", "--eval-batch", "2", "--block-mask-prob", "0.5",
                     "--warmup", "2", "--ckpt-minutes", "1000"]
             env = dict(os.environ, OMP_NUM_THREADS="1")
 

@@ -163,6 +163,8 @@ def main():
     long.add_argument("--eval-batch", type=int, default=36)
     long.add_argument("--curriculum-steps", type=int, default=3000)
     long.add_argument("--shot-mask-prob", type=float, default=0.5)
+    long.add_argument("--block-mask-prob", type=float, default=0.0,
+                      help="fraction of sequences masked like block decoding sees them")
     long.add_argument("--block-length", type=int, default=32)
     long.add_argument("--max-positions", type=int, default=1024)
     args = ap.parse_args()

@@ -141,6 +141,60 @@ TEST_CASE("transformer: a partial step reproduces the full step's rows") {
   }
 }
 
+// The last layer runs its query side on the predicting rows only (when there are fewer of them
+// than computed rows). Reference: the same rows predicted in a step that predicts every row,
+// where nothing is left out. Several sequences, one predicting nothing, check the row mapping.
+TEST_CASE("transformer: the last layer on the predicting rows alone changes no bit") {
+  for (const ModelConfig& config : {LladaConfig(), DreamConfig(), MidConfig()}) {
+    Harness h = MakeHarness(config);
+    const std::vector<int> lengths = {40, 23, 31};
+    const std::vector<std::vector<int32_t>> subsets = {{0, 7, 8, 39}, {}, {5, 6, 7, 8, 9, 30}};
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<std::unique_ptr<KvSlab>> all_slabs, subset_slabs;
+    StepBatch everything, subset;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      tokens.push_back(RandomTokens(lengths[i], config.vocab_size, 50 + i));
+      auto a = h.pool->Allocate(lengths[i]);
+      auto b = h.pool->Allocate(lengths[i]);
+      REQUIRE((a.ok() && b.ok()));
+      all_slabs.push_back(std::move(*a));
+      subset_slabs.push_back(std::move(*b));
+      everything.sequences.push_back(
+          Step(all_slabs.back().get(), tokens[i], Iota(lengths[i]), Iota(lengths[i])));
+      subset.sequences.push_back(
+          Step(subset_slabs.back().get(), tokens[i], Iota(lengths[i]), subsets[i]));
+    }
+    StepResult want, got;
+    Logits want_logits, got_logits;
+    REQUIRE(ForwardWithLogits(*h.transformer, everything, DebugLogitsRows::kPredicted, &want,
+                              &want_logits)
+                .ok());
+    REQUIRE(
+        ForwardWithLogits(*h.transformer, subset, DebugLogitsRows::kPredicted, &got, &got_logits)
+            .ok());
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      REQUIRE(got[i].size() == subsets[i].size());
+      for (size_t j = 0; j < subsets[i].size(); ++j) {
+        INFO("family " << static_cast<int>(config.family) << " sequence " << i << " position "
+                       << subsets[i][j]);
+        CHECK(SameBits(got[i][j], want[i][subsets[i][j]]));
+        CHECK(std::memcmp(got_logits[i][j].data(), want_logits[i][subsets[i][j]].data(),
+                          got_logits[i][j].size() * sizeof(float)) == 0);
+      }
+      // Every layer's K/V, the last one's included, is written for every row.
+      const int64_t plane = int64_t{config.num_kv_heads} * config.head_dim;
+      const int capacity = all_slabs[i]->capacity_positions();
+      for (int64_t p = 0; p < 2 * config.num_layers; ++p) {
+        std::vector<float> a(lengths[i] * plane), b(lengths[i] * plane);
+        REQUIRE(h.backend->DownloadFloats(all_slabs[i]->buffer(), p * capacity * plane, a).ok());
+        REQUIRE(h.backend->DownloadFloats(subset_slabs[i]->buffer(), p * capacity * plane, b).ok());
+        INFO("sequence " << i << " layer " << p / 2 << (p % 2 ? " V" : " K"));
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("transformer: Dream predicts position p from hidden row p-1, p=0 from row 0") {
   const ModelConfig config = DreamConfig();
   Harness h = MakeHarness(config);

@@ -258,15 +258,19 @@ TEST_CASE("Cost bound: no shadows while requests wait in the queue", "[shadow][i
   auto first = std::make_shared<CollectSink>();
   auto second = std::make_shared<CollectSink>();
   auto third = std::make_shared<CollectSink>();
+  // Runs on the worker thread: Catch assertions are not thread-safe, so it only records.
   bool submitted = false;
+  absl::Status submit_second, submit_third;
   first->on_commit = [&](const CommitEvent&) {
     if (submitted) return;
     submitted = true;
-    REQUIRE(engine->Submit(reqs[1], second).ok());
-    REQUIRE(engine->Submit(reqs[2], third).ok());
+    submit_second = engine->Submit(reqs[1], second).status();
+    submit_third = engine->Submit(reqs[2], third).status();
   };
   REQUIRE(engine->Submit(reqs[0], first).ok());
-  const FinalEvent f0 = first->Wait();
+  const FinalEvent f0 = first->Wait();  // orders the worker's writes above before the reads
+  REQUIRE(submit_second.ok());
+  REQUIRE(submit_third.ok());
   const FinalEvent f1 = second->Wait();
   const FinalEvent f2 = third->Wait();
   REQUIRE(f0.stats.partial_steps > 0);
