@@ -57,13 +57,18 @@ def server_counts(server):
     return {k: v for k, v in counts.items() if v}
 
 
-def wait_counts(server, total, timeout=30):
-    """Server counts once they add up to `total` (the last calls may still be recording)."""
+def wait_counts(server, total, timeout=30, settle=None):
+    """Server counts once they add up to `total` (the last calls may still be recording), or,
+    with `settle`, once they have not changed for that many seconds."""
     deadline = time.time() + timeout
-    counts = {}
+    counts, since = {}, time.time()
     while time.time() < deadline:
-        counts = server_counts(server)
+        now = server_counts(server)
+        if now != counts:
+            counts, since = now, time.time()
         if sum(counts.values()) >= total:
+            break
+        if settle is not None and time.time() - since >= settle:
             break
         time.sleep(0.1)
     return counts
@@ -228,9 +233,19 @@ class ReliabilityTest(unittest.TestCase):
                          "--max-new-tokens", "256", "--block-length", "256", "Hello")
         rep = self.report(load)
         client = rep["by_status"]
-        server = wait_counts(s, rep["requests"])
-        self.assertEqual(server, client)
+        server = wait_counts(s, rep["requests"], settle=3)
         self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}, client)
+        self.assertTrue(set(server) <= set(client), (server, client))
+        # Every call the server saw is counted once with the status its client got. A call
+        # whose 50 ms expire before it reaches the server's handler (a starved client that has
+        # not sent it yet, or gRPC dropping it on arrival) never exists for the server: under
+        # CPU contention 0.4-0.8% of the calls did. So the server may miss DEADLINE_EXCEEDED
+        # calls, a few, and nothing else (the defect this guards against lost 11% and
+        # counted 33% as CANCELLED).
+        self.assertEqual(server.get("RESOURCE_EXHAUSTED", 0), client.get("RESOURCE_EXHAUSTED", 0))
+        missing = client.get("DEADLINE_EXCEEDED", 0) - server.get("DEADLINE_EXCEEDED", 0)
+        self.assertGreaterEqual(missing, 0, (server, client))
+        self.assertLessEqual(missing, 0.02 * rep["requests"], (server, client))
         # Not zero: the server's deadline for a call trails the client's by the transit time,
         # so under CPU contention a client's next call can find its previous one still
         # queued and unexpired server-side.
