@@ -4,7 +4,7 @@
 //   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
 //              [--sweep tau=a:b:n|tau=t1,t2,... [--sweep-out PREFIX]] [--baseline SETTING]
-//              [--shadow RATE [--shadow-out FILE.csv]]
+//              [--shadow RATE [--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -49,6 +49,12 @@
 // next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
 // sample (setting, request, step, E, KL, mismatch, drifts) for offline analysis
 // (docs/entropy-drift.md).
+//
+// --autotune BUDGET[:WINDOW] turns on the engine's tau autotuner (cache.autotune: scale every
+// EntropyCache tau to keep the shadow decision-mismatch rate under BUDGET, adjusting every
+// WINDOW samples, default 20) with --shadow as the engine's sample rate. The controller is
+// the engine's, so it carries its scale from one setting to the next; each row's "shadow"
+// object reports the scale after its last sample (tau_scale).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -449,6 +455,7 @@ nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& sampl
   }
   j["mean_kv_drift"] = d;
   j["shadow_s"] = Round(seconds, 3);
+  j["tau_scale"] = samples.empty() ? 1.0 : Round(samples.back().tau_scale, 5);
   return j;
 }
 
@@ -532,6 +539,7 @@ int Main(int argc, char** argv) {
   int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
   double shadow = -1;                                     // < 0: no --shadow
   std::string shadow_out;
+  std::string autotune;  // BUDGET[:WINDOW]; empty: off
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -566,12 +574,14 @@ int Main(int argc, char** argv) {
       shadow = ToDouble(arg, value());
     else if (arg == "--shadow-out")
       shadow_out = value();
+    else if (arg == "--autotune")
+      autotune = value();
     else if (arg == "--help" || arg == "-h") {
-      std::cout
-          << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
-             "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
-             "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
-             "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-out FILE.csv]]\n";
+      std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
+                   "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
+                   "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
+                   "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-out FILE.csv] "
+                   "[--autotune BUDGET[:WINDOW]]]\n";
       return 0;
     } else
       Die("unknown argument " + arg + " (see --help)");
@@ -581,6 +591,18 @@ int Main(int argc, char** argv) {
   if (gen_length < 0) Die("--gen-length must be >= 1");
   if (shadow > 1) Die("--shadow must be in [0, 1]");
   if (!shadow_out.empty() && shadow < 0) Die("--shadow-out needs --shadow");
+  TauAutotuneOptions tune;
+  if (!autotune.empty()) {
+    if (!(shadow > 0)) Die("--autotune needs --shadow RATE > 0 (it learns from shadow samples)");
+    std::vector<std::string> parts = absl::StrSplit(autotune, ':');
+    if (parts.size() > 2) Die("--autotune expects BUDGET[:WINDOW]");
+    tune.enabled = true;
+    tune.mismatch_budget = ToDouble("--autotune", parts[0]);
+    tune.window_samples = parts.size() == 2 ? ToInt("--autotune", parts[1]) : 20;
+    if (absl::Status st = ValidateTauAutotuneOptions(tune); !st.ok()) {
+      Die("--autotune: " + std::string(st.message()));
+    }
+  }
 
   std::vector<Task> tasks;
   {
@@ -621,6 +643,10 @@ int Main(int argc, char** argv) {
   options.kv_budget_bytes = int64_t{8} << 30;
   ShadowCollector collector;
   if (shadow >= 0) options.observer = &collector;
+  if (tune.enabled) {
+    options.shadow_sample_rate = static_cast<float>(shadow);
+    options.tau_autotune = tune;
+  }
   std::ofstream shadow_csv;
   if (!shadow_out.empty()) {
     shadow_csv.open(shadow_out);

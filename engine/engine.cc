@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/engine_impl.h"
 #include "engine/model/loaded_model.h"
 
@@ -64,6 +65,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   if (!(options.shadow_sample_rate >= 0.0f && options.shadow_sample_rate <= 1.0f)) {
     return absl::InvalidArgumentError("shadow_sample_rate must be in [0, 1]");
+  }
+  if (absl::Status s = ValidateTauAutotuneOptions(options.tau_autotune); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tau_autotune: ", s.message()));
+  }
+  if (options.tau_autotune.enabled && options.shadow_sample_rate <= 0.0f) {
+    return absl::InvalidArgumentError(
+        "tau autotuning learns from shadow samples: it needs shadow_sample_rate > 0");
   }
   LoadOptions load;
   load.model_dir = options.model_dir;

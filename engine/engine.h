@@ -198,6 +198,8 @@ class EngineObserver {
     KvDrift drift[kShadowRegions];                               // all layers
     KvDrift drift_by_group[kShadowRegions][kShadowLayerGroups];  // first/middle/last third
     double seconds = 0;  // the shadow forward plus the comparison
+    // The τ scale in effect after this sample (TauAutotuneOptions; 1 when autotuning is off).
+    double tau_scale = 1;
   };
   virtual void OnShadowSample(const ShadowSample& sample) {}
 };
@@ -211,6 +213,22 @@ const char* ShadowLayerGroupName(int group);
 
 enum class BackendKind { kCpu, kCuda };
 
+// EntropyCache τ autotuning (engine/scheduler/tau_controller.h): keeps the shadow steps'
+// decision-mismatch rate under a budget by scaling every request's τ. Needs shadow samples
+// (EngineOptions::shadow_sample_rate > 0).
+struct TauAutotuneOptions {
+  bool enabled = false;
+  double mismatch_budget = 0.05;  // ceiling of the decision-mismatch rate, in (0, 1)
+  int window_samples = 50;        // shadow samples per adjustment
+  double step_factor = 1.25;      // the scale moves by this factor per adjustment, > 1
+  double min_scale = 1.0 / 64;    // 0 < min_scale <= 1 <= max_scale
+  double max_scale = 64;
+};
+
+// INVALID_ARGUMENT naming the field when an option is out of range (checked when enabled or
+// not, so a config cannot hide a bad value behind enabled: false).
+absl::Status ValidateTauAutotuneOptions(const TauAutotuneOptions& options);
+
 struct EngineOptions {
   std::string model_dir;
   BackendKind backend = BackendKind::kCpu;
@@ -222,6 +240,7 @@ struct EngineOptions {
   // Fraction of partial steps checked by a shadow full forward (cache.shadow_sample_rate);
   // 0 = off. At most one shadow per engine step, none while requests wait in the queue.
   float shadow_sample_rate = 0.0f;
+  TauAutotuneOptions tau_autotune;     // off by default
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };
 

@@ -498,6 +498,13 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                    absl::StrCat(k.shadow_sample_rate, " exceeds limits.max_shadow_sample_rate (",
                                 l.max_shadow_sample_rate, ")"));
   }
+  if (absl::Status st = ValidateTauAutotuneOptions(k.autotune); !st.ok()) {
+    return Invalid("cache.autotune", st.message());
+  }
+  if (k.autotune.enabled && k.shadow_sample_rate <= 0.0f) {
+    return Invalid("cache.autotune.enabled",
+                   "learns from shadow samples: set cache.shadow_sample_rate > 0");
+  }
   if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
   if (c.metrics.port != 0 && c.metrics.address.empty()) {
     return Invalid("metrics.address", "must not be empty when metrics.port is set");
@@ -581,6 +588,17 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.ReadOptional("recent_k", &c.cache.recent_k);
     r.ReadOptional("refresh_interval", &c.cache.refresh_interval);
     r.Read("shadow_sample_rate", &c.cache.shadow_sample_rate);
+    {
+      MapReader a(r.Child("autotune"), "cache.autotune", &error);
+      auto& t = c.cache.autotune;
+      a.Read("enabled", &t.enabled);
+      a.Read("mismatch_budget", &t.mismatch_budget);
+      a.Read("window_samples", &t.window_samples);
+      a.Read("step_factor", &t.step_factor);
+      a.Read("min_scale", &t.min_scale);
+      a.Read("max_scale", &t.max_scale);
+      a.CheckUnknownKeys();
+    }
     r.CheckUnknownKeys();
   }
   {

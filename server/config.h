@@ -77,6 +77,10 @@ struct CacheDefaults {
   // Not a request default: the engine's EngineOptions::shadow_sample_rate, the fraction of
   // partial steps checked by a shadow full forward (cache-quality metrics). 0 = off.
   float shadow_sample_rate = 0.0f;
+  // Not a request default either: EngineOptions::tau_autotune (cache.autotune.*), which scales
+  // every EntropyCache tau to keep the shadow decision-mismatch rate under a budget. Off by
+  // default; needs shadow_sample_rate > 0.
+  TauAutotuneOptions autotune;
 };
 
 // Operator bounds on per-request knobs (checked after defaults are applied).

@@ -91,6 +91,8 @@ ServerMetrics::ServerMetrics()
           MakeCounter(*registry_, "dllm_step_seconds_total", "Wall time of all engine steps")),
       shadow_samples_(MakeCounter(*registry_, "dllm_cache_shadow_samples_total",
                                   "Partial steps checked against a shadow full forward")),
+      tau_scale_(MakeGauge(*registry_, "dllm_cache_tau_scale",
+                           "Factor on every EntropyCache tau (cache.autotune; 1 when off)")),
       shadow_mismatches_(
           MakeCounter(*registry_, "dllm_cache_shadow_decision_mismatch_total",
                       "Shadow samples whose committed tokens would differ under a full step")),
@@ -123,6 +125,7 @@ ServerMetrics::ServerMetrics()
       requests_.Add({{"status", code}, {"protocol", protocol}});
     }
   }
+  tau_scale_.Set(1);  // every tau as configured until the autotuner says otherwise
 }
 
 void ServerMetrics::CountRequest(const std::string& status_code_name, const std::string& protocol) {
@@ -182,6 +185,7 @@ void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalE
 
 void ServerMetrics::OnShadowSample(const ShadowSample& sample) {
   shadow_samples_.Increment();
+  tau_scale_.Set(sample.tau_scale);
   if (sample.decision_mismatch) shadow_mismatches_.Increment();
   shadow_seconds_.Increment(sample.seconds);
   shadow_kl_.Observe(sample.kl_mean);

@@ -38,6 +38,8 @@
 //                                          region prompt|decoded_old|masks_outside|recomputed,
 //                                          layers all|first|middle|last (thirds)
 //   dllm_cache_shadow_seconds_total        counter: time spent in shadow forwards
+//   dllm_cache_tau_scale                   gauge: factor on every EntropyCache tau (1 unless
+//                                          cache.autotune is on; set at each shadow sample)
 // plus the process_* series of ProcessMetrics (server/process_metrics.h) on the exposer.
 //
 // Thread-safety: observer methods run on the engine worker, CountRequest on gRPC threads;
@@ -106,6 +108,7 @@ class ServerMetrics : public EngineObserver {
   prometheus::Counter& decision_seconds_;
   prometheus::Counter& step_seconds_;
   prometheus::Counter& shadow_samples_;
+  prometheus::Gauge& tau_scale_;
   prometheus::Counter& shadow_mismatches_;
   prometheus::Counter& shadow_seconds_;
   prometheus::Histogram& shadow_kl_;

@@ -83,19 +83,22 @@ class EntropyPolicy final : public RecentKPolicy {
  public:
   EntropyPolicy(float tau, int recent_k) : RecentKPolicy(recent_k), tau_(tau) {}
   StepPlan Plan(const PlanInput& input) override {
-    if (need_full_) return StepPlan{true, {}};
+    if (first_ || max_entropy_ > tau_ * input.tau_scale) return StepPlan{true, {}};
     return Partial(input);
   }
   void Observe(int step, std::span<const CommittedToken> committed) override {
     RecentKPolicy::Observe(step, committed);
-    float max_entropy = 0.0f;  // entropy's floor; what an empty commit set counts as
-    for (const CommittedToken& c : committed) max_entropy = std::max(max_entropy, c.entropy_nats);
-    need_full_ = max_entropy > tau_;
+    first_ = false;
+    max_entropy_ = 0.0f;  // entropy's floor; what an empty commit set counts as
+    for (const CommittedToken& c : committed) {
+      max_entropy_ = std::max(max_entropy_, c.entropy_nats);
+    }
   }
 
  private:
   float tau_;
-  bool need_full_ = true;  // the first step fills an empty cache
+  bool first_ = true;  // the first step fills an empty cache
+  float max_entropy_ = 0.0f;
 };
 
 class IntervalPolicy final : public RecentKPolicy {

@@ -40,6 +40,7 @@ struct PlanInput {
   bool block_start = false;             // first step of a block (kBlock)
   int32_t block_begin = 0;              // current block / window span
   int32_t block_end = 0;
+  float tau_scale = 1.0f;  // > 0; multiplies entropy's tau (the engine's autotuner)
 };
 
 struct StepPlan {

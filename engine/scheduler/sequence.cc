@@ -51,7 +51,7 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
 }
 
-SequenceStep Sequence::PlanStep() {
+SequenceStep Sequence::PlanStep(float tau_scale) {
   const auto start = std::chrono::steady_clock::now();
   PlanInput input;
   input.step = decoder_.step();
@@ -59,6 +59,7 @@ SequenceStep Sequence::PlanStep() {
   input.block_start = decoder_.at_block_start();
   input.block_begin = decoder_.block_begin();
   input.block_end = decoder_.block_end();
+  input.tau_scale = tau_scale;
   plan_ = policy_->Plan(input);
   plan_seconds_ = SecondsSince(start);
   stats_.decision_seconds += plan_seconds_;

@@ -60,7 +60,8 @@ class Sequence {
 
   // Plans the coming step. The returned step's spans point into this sequence and stay
   // valid until ApplyStep.
-  SequenceStep PlanStep();
+  // `tau_scale` (> 0) multiplies an EntropyCache τ (the engine's TauController).
+  SequenceStep PlanStep(float tau_scale);
   bool planned_full() const { return plan_.full; }
   KvHandle* kv() { return kv_.get(); }
 

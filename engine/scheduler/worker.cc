@@ -10,7 +10,7 @@
 namespace dllm {
 
 Worker::Worker(WorkerOptions options, StepExecutor* executor)
-    : options_(std::move(options)), executor_(executor) {
+    : options_(std::move(options)), executor_(executor), tau_(options_.tau_autotune) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -207,7 +207,7 @@ void Worker::RunStep() {
   batch.sequences.reserve(active_.size());
   handles.reserve(active_.size());
   for (auto& seq : active_) {
-    batch.sequences.push_back(seq->PlanStep());
+    batch.sequences.push_back(seq->PlanStep(tau_.scale()));
     handles.push_back(seq->kv());
   }
   int shadow = PickShadow();
@@ -244,6 +244,10 @@ void Worker::RunStep() {
     }
     shadow_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
+    if (sample.has_value()) {
+      tau_.Observe(sample->decision_mismatch);
+      sample->tau_scale = tau_.scale();
+    }
     // Reported before the commits, so that it precedes the request's final event.
     if (sample.has_value() && observer != nullptr) {
       sample->seconds = shadow_seconds;

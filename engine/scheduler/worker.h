@@ -11,7 +11,9 @@
 // the draws are scanned from a rotating start so no sequence is favoured) gets its logits
 // captured, then a full forward of the same canvas into a scratch slab before the commit.
 // The result goes to EngineObserver::OnShadowSample; the step commits exactly what it would
-// have without it, and the shadow's time is left out of StepInfo::seconds.
+// have without it, and the shadow's time is left out of StepInfo::seconds. With
+// tau_autotune enabled, each sample also feeds the TauController, whose scale multiplies
+// every EntropyCache τ from the next step on.
 //
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.
@@ -34,6 +36,7 @@
 #include "engine/engine.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/step_executor.h"
+#include "engine/scheduler/tau_controller.h"
 
 namespace dllm {
 
@@ -43,6 +46,7 @@ struct WorkerOptions {
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
   float shadow_sample_rate = 0.0f;     // default for requests without their own rate
+  TauAutotuneOptions tau_autotune;     // validated by the caller
 };
 
 class Worker {
@@ -74,6 +78,7 @@ class Worker {
 
   const WorkerOptions options_;
   StepExecutor* const executor_;
+  TauController tau_;  // worker thread only
 
   mutable absl::Mutex mu_;
   std::deque<PendingRequest> queue_ ABSL_GUARDED_BY(mu_);

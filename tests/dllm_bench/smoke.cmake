@@ -92,3 +92,29 @@ list(GET csv 3 inf_row)
 if(NOT inf_row MATCHES "^\"[^\"]*\",inf,2,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[1-9][0-9]*,")
   message(FATAL_ERROR "tau=inf row has no shadow samples: ${inf_row}")
 endif()
+
+# --autotune: needs --shadow; with it, the entropy row reports the tau scale the engine's
+# controller reached. Windows of 1 sample have a mismatch rate of 0 or 1, never inside
+# [budget/2, budget], so every sample moves the scale: after any sample it is not 1.
+# (tau=inf: partial steps, hence samples, on the high-entropy random fixture.)
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+          --policy entropy:tau=0.5,k=2 --autotune 0.05
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "--autotune needs --shadow")
+  message(FATAL_ERROR "--autotune without --shadow should fail naming it (${rc}):\n${err}")
+endif()
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+          --policy entropy:tau=inf,k=2 --shadow 1 --autotune 0.05:1
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dllm-bench --autotune failed (${rc}):\n${out}\n${err}")
+endif()
+if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":[1-9][^\n]*\"tau_scale\":")
+  message(FATAL_ERROR "the entropy row lacks samples or tau_scale:\n${out}")
+endif()
+if(out MATCHES "\"policy\":\"entropy\"[^\n]*\"tau_scale\":1(\\.0)?[,}]")
+  message(FATAL_ERROR "the autotuner never moved the scale:\n${out}")
+endif()
+message(STATUS "${out}")

@@ -66,6 +66,7 @@ logging: {level: debug, format: json}
   CHECK(c->decoding.seed == 18446744073709551615ull);
   CHECK(c->cache.policy == CachePolicyKind::kInterval);
   CHECK(c->cache.shadow_sample_rate == 0.25f);
+  CHECK_FALSE(c->cache.autotune.enabled);
   CHECK(c->limits.max_shadow_sample_rate == 0.5f);
   CHECK(c->limits.allowed_cache_policies ==
         std::vector<CachePolicyKind>{CachePolicyKind::kNone, CachePolicyKind::kInterval});
@@ -103,6 +104,11 @@ TEST_CASE("config: errors name the key and the reason") {
       Catch::Contains("cache.shadow_sample_rate: 0.25 exceeds limits.max_shadow_sample_rate"));
   CHECK_THAT(ErrorOf("limits: {max_shadow_sample_rate: 2}"),
              Catch::Contains("limits.max_shadow_sample_rate"));
+  CHECK_THAT(ErrorOf("cache: {autotune: {enabled: true}}"),
+             Catch::Contains("cache.autotune.enabled") && Catch::Contains("shadow_sample_rate"));
+  CHECK_THAT(ErrorOf("cache: {autotune: {mismatch_budget: 0}}"),
+             Catch::Contains("cache.autotune") && Catch::Contains("mismatch_budget"));
+  CHECK_THAT(ErrorOf("cache: {autotune: {window: 5}}"), Catch::Contains("cache.autotune.window"));
   CHECK_THAT(ErrorOf("server: {address: [unclosed"), Catch::Contains("YAML syntax error"));
   CHECK_THAT(ErrorOf("decoding: {top_p: 0}"), Catch::Contains("decoding.top_p"));
   CHECK_THAT(ErrorOf("engine: {model: }"), Catch::Contains("engine.model: has no value"));

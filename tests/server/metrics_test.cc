@@ -52,11 +52,13 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_cache_shadow_kl",
                            "dllm_cache_shadow_max_prob_change",
                            "dllm_cache_shadow_kv_drift",
-                           "dllm_cache_shadow_seconds_total"}) {
+                           "dllm_cache_shadow_seconds_total",
+                           "dllm_cache_tau_scale"}) {
     INFO(name);
     CHECK(text.find(std::string("# TYPE ") + name + " ") != std::string::npos);
   }
   CHECK(Sample(text, "dllm_requests_total{protocol=\"grpc\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
+  CHECK(Sample(text, "dllm_cache_tau_scale") == 1);
   CHECK(Sample(text, "dllm_requests_total{protocol=\"http\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
 }
 
@@ -132,8 +134,10 @@ TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   m.OnShadowSample(s);
   s.decision_mismatch = false;
   s.kl_mean = 0.5;
+  s.tau_scale = 0.8;
   m.OnShadowSample(s);
   const std::string text = Scrape(m);
+  CHECK(Sample(text, "dllm_cache_tau_scale") == Approx(0.8));
   CHECK(Sample(text, "dllm_cache_shadow_samples_total") == 2);
   CHECK(Sample(text, "dllm_cache_shadow_decision_mismatch_total") == 1);
   CHECK(Sample(text, "dllm_cache_shadow_seconds_total") == 1.0);

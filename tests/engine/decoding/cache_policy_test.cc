@@ -50,6 +50,24 @@ TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][
   CHECK_FALSE(policy->Plan(Input(6, cand)).full);
 }
 
+TEST_CASE("Entropy policy compares E with tau times the engine's tau scale",
+          "[decoding][cache_policy]") {
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2));
+  const std::vector<int32_t> cand = {20, 21};
+  auto scaled = [&](int step, float scale) {
+    PlanInput in = Input(step, cand);
+    in.tau_scale = scale;
+    return policy->Plan(in).full;
+  };
+  CHECK(scaled(0, 100.0f));  // the first step is full whatever the scale
+  policy->Observe(0, Commits({{10, 0.4f}}));
+  CHECK_FALSE(scaled(1, 1.0f));  // 0.4 <= 0.5
+  CHECK(scaled(1, 0.5f));        // 0.4 > 0.25: a tighter tau refreshes
+  policy->Observe(1, Commits({{11, 0.9f}}));
+  CHECK(scaled(2, 1.0f));        // 0.9 > 0.5
+  CHECK_FALSE(scaled(2, 2.0f));  // 0.9 <= 1.0: a looser tau does not
+}
+
 TEST_CASE("Entropy policy: a first step that commits nothing is followed by a partial one",
           "[decoding][cache_policy]") {
   // Dream's timestep schedule commits 0 tokens at step 0: step 0 filled the cache from the

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
+#include "engine/scheduler/tau_controller.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
 
@@ -43,8 +44,9 @@ class RecordingObserver final : public EngineObserver {
 };
 
 std::unique_ptr<Engine> MakeEngine(const std::string& fixture, float rate, EngineObserver* observer,
-                                   int batch = 8) {
+                                   int batch = 8, TauAutotuneOptions autotune = {}) {
   EngineOptions options;
+  options.tau_autotune = autotune;
   options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/" + fixture;
   options.max_batch_sequences = batch;
   options.kv_budget_bytes = 64 << 20;
@@ -279,6 +281,48 @@ TEST_CASE("Cost bound: no shadows while requests wait in the queue", "[shadow][i
   const auto samples = observer.samples();
   REQUIRE_FALSE(samples.empty());
   for (const auto& s : samples) CHECK(s.request_id == reqs[2].id);
+}
+
+TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scales tau",
+          "[shadow][integration][autotune]") {
+  TauAutotuneOptions autotune;
+  autotune.enabled = true;
+  autotune.mismatch_budget = 0.2;
+  autotune.window_samples = 2;
+  autotune.step_factor = 2;
+  RecordingObserver observer;
+  auto engine = MakeEngine("llada_mha", 1.0f, &observer, 8, autotune);
+  RunAll(*engine, Mix());
+  const auto samples = observer.samples();
+  REQUIRE(samples.size() >= 4);
+  // An independent replica fed the same outcomes must agree after every sample.
+  TauController replica(autotune);
+  int mismatches = 0;
+  for (const auto& s : samples) {
+    replica.Observe(s.decision_mismatch);
+    mismatches += s.decision_mismatch ? 1 : 0;
+    CHECK(s.tau_scale == Approx(replica.scale()));
+  }
+  INFO(mismatches << " mismatches in " << samples.size() << " samples");
+  CHECK(replica.scale() != 1.0f);  // budget 0.2, windows of 2: any window moves it unless 1/2
+
+  // Off (the default): the scale stays 1.
+  RecordingObserver off;
+  auto plain = MakeEngine("llada_mha", 1.0f, &off, 8);
+  RunAll(*plain, Mix());
+  for (const auto& s : off.samples()) CHECK(s.tau_scale == 1.0);
+}
+
+TEST_CASE("Tau autotuning needs shadow samples", "[shadow][autotune]") {
+  EngineOptions options;
+  options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/llada_mha";
+  options.tau_autotune.enabled = true;
+  auto engine = Engine::Create(options);
+  CHECK_THAT(std::string(engine.status().message()), Catch::Contains("shadow_sample_rate"));
+  options.shadow_sample_rate = 0.1f;
+  options.tau_autotune.window_samples = 0;
+  engine = Engine::Create(options);
+  CHECK_THAT(std::string(engine.status().message()), Catch::Contains("window_samples"));
 }
 
 }  // namespace
