@@ -78,6 +78,7 @@ std::optional<E> ValueOf(const std::array<EnumName<E>, N>& table, std::string_vi
 template <typename E, size_t N>
 std::string Choices(const std::array<EnumName<E>, N>& table) {
   std::vector<std::string> names;
+  names.reserve(N);
   for (const auto& entry : table) names.emplace_back(entry.name);
   return absl::StrJoin(names, "|");
 }
