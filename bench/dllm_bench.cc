@@ -599,7 +599,7 @@ int Main(int argc, char** argv) {
     tune.enabled = true;
     tune.mismatch_budget = ToDouble("--autotune", parts[0]);
     tune.window_samples = parts.size() == 2 ? ToInt("--autotune", parts[1]) : 20;
-    if (absl::Status st = ValidateTauAutotuneOptions(tune); !st.ok()) {
+    if (absl::Status st = ValidateTauAutotuneOptions(tune, static_cast<float>(shadow)); !st.ok()) {
       Die("--autotune: " + std::string(st.message()));
     }
   }

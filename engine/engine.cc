@@ -66,12 +66,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (!(options.shadow_sample_rate >= 0.0f && options.shadow_sample_rate <= 1.0f)) {
     return absl::InvalidArgumentError("shadow_sample_rate must be in [0, 1]");
   }
-  if (absl::Status s = ValidateTauAutotuneOptions(options.tau_autotune); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("tau_autotune: ", s.message()));
-  }
-  if (options.tau_autotune.enabled && options.shadow_sample_rate <= 0.0f) {
-    return absl::InvalidArgumentError(
-        "tau autotuning learns from shadow samples: it needs shadow_sample_rate > 0");
+  if (absl::Status s = ValidateTauAutotuneOptions(options.tau_autotune, options.shadow_sample_rate);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tau_autotune.", s.message()));
   }
   LoadOptions load;
   load.model_dir = options.model_dir;

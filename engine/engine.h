@@ -225,9 +225,11 @@ struct TauAutotuneOptions {
   double max_scale = 64;
 };
 
-// INVALID_ARGUMENT naming the field when an option is out of range (checked when enabled or
-// not, so a config cannot hide a bad value behind enabled: false).
-absl::Status ValidateTauAutotuneOptions(const TauAutotuneOptions& options);
+// INVALID_ARGUMENT "<field>: <reason>" when an option is out of range (checked when enabled
+// or not, so a config cannot hide a bad value behind enabled: false), or when autotuning is
+// enabled without shadow samples to learn from (`shadow_sample_rate`, the engine's rate).
+absl::Status ValidateTauAutotuneOptions(const TauAutotuneOptions& options,
+                                        float shadow_sample_rate);
 
 struct EngineOptions {
   std::string model_dir;

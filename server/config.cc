@@ -499,12 +499,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                    absl::StrCat(k.shadow_sample_rate, " exceeds limits.max_shadow_sample_rate (",
                                 l.max_shadow_sample_rate, ")"));
   }
-  if (absl::Status st = ValidateTauAutotuneOptions(k.autotune); !st.ok()) {
-    return Invalid("cache.autotune", st.message());
-  }
-  if (k.autotune.enabled && k.shadow_sample_rate <= 0.0f) {
-    return Invalid("cache.autotune.enabled",
-                   "learns from shadow samples: set cache.shadow_sample_rate > 0");
+  if (absl::Status st = ValidateTauAutotuneOptions(k.autotune, k.shadow_sample_rate); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cache.autotune.", st.message()));
   }
   if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
   if (c.metrics.port != 0 && c.metrics.address.empty()) {

@@ -56,16 +56,22 @@ class TransformerImpl final : public Transformer {
                                                              int64_t cols);
   absl::Status EnsureRows(int rows);
   absl::Status EnsurePredictRows(int rows);
-  // Layer `w` with K/V for all `rows` rows (positions_), the rest for the `predicting` rows
-  // named by pred_rows_/pred_positions_ only; their outputs land in h_pred_, in that order.
-  // `attn` describes all rows, `pred_attn` the predicting rows (row_begin into h_pred_).
-  absl::Status LastLayerOnPredictingRows(const DeviceLayer& w, int rows, int predicting,
-                                         std::span<const AttentionSequence> attn,
-                                         std::span<const AttentionSequence> pred_attn,
-                                         const AttentionShape& shape);
+  // One layer in two halves. KeysValues: K/V of the `rows` rows of a_ (the attention-normed
+  // residual) at positions_, written into the slabs. QuerySide: from the `rows` rows of a_ and
+  // their residual `h` (updated in place): Q, RoPE at `positions`, attention over the slabs,
+  // output projection and MLP. Every kernel is row-independent (the backend's
+  // batch-invariance contract), so QuerySide may run on any subset of the rows.
+  absl::Status KeysValues(const DeviceLayer& w, int rows, std::span<const AttentionSequence> attn,
+                          const AttentionShape& shape);
+  absl::Status QuerySide(const DeviceLayer& w, int rows, const DeviceBuffer& positions,
+                         std::span<const AttentionSequence> attn, const AttentionShape& shape,
+                         DeviceBuffer* h);
 
   int q_width() const { return config_.num_heads * config_.head_dim; }
   int kv_width() const { return config_.num_kv_heads * config_.head_dim; }
+  RopeMode rope_mode() const {
+    return config_.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
+  }
 
   ModelConfig config_;
   Backend* backend_;
@@ -206,42 +212,40 @@ absl::Status TransformerImpl::EnsurePredictRows(int rows) {
   return absl::OkStatus();
 }
 
-absl::Status TransformerImpl::LastLayerOnPredictingRows(
-    const DeviceLayer& w, int rows, int predicting, std::span<const AttentionSequence> attn,
-    std::span<const AttentionSequence> pred_attn, const AttentionShape& shape) {
+absl::Status TransformerImpl::KeysValues(const DeviceLayer& w, int rows,
+                                         std::span<const AttentionSequence> attn,
+                                         const AttentionShape& shape) {
   const ModelConfig& c = config_;
   const int hidden = c.hidden_size;
-  const int n = predicting;
-  const RopeMode rope_mode = c.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
-  // K/V of every row, as in the other layers.
-  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
   DLLM_RETURN_IF_ERROR(
       backend_->Gemm(*a_, rows, hidden, *w.k, kv_width(), w.k_bias.get(), false, k_.get()));
   DLLM_RETURN_IF_ERROR(
       backend_->Gemm(*a_, rows, hidden, *w.v, kv_width(), w.v_bias.get(), false, v_.get()));
   DLLM_RETURN_IF_ERROR(backend_->Rope(k_.get(), rows, c.num_kv_heads, c.head_dim, *positions_,
-                                      c.rope_theta, rope_mode));
-  DLLM_RETURN_IF_ERROR(backend_->KvScatter(*k_, *v_, *positions_, attn, shape));
-  // The query side on the predicting rows: their residuals move to h_pred_ and everything
-  // after runs on n rows (the norm is per row, so a_'s first n rows equal the gathered ones).
-  DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *pred_rows_, n, h_pred_.get()));
-  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_pred_, n, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+                                      c.rope_theta, rope_mode()));
+  return backend_->KvScatter(*k_, *v_, *positions_, attn, shape);
+}
+
+absl::Status TransformerImpl::QuerySide(const DeviceLayer& w, int rows,
+                                        const DeviceBuffer& positions,
+                                        std::span<const AttentionSequence> attn,
+                                        const AttentionShape& shape, DeviceBuffer* h) {
+  const ModelConfig& c = config_;
+  const int hidden = c.hidden_size;
   DLLM_RETURN_IF_ERROR(
-      backend_->Gemm(*a_, n, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
-  DLLM_RETURN_IF_ERROR(backend_->Rope(q_.get(), n, c.num_heads, c.head_dim, *pred_positions_,
-                                      c.rope_theta, rope_mode));
-  DLLM_RETURN_IF_ERROR(backend_->Attention(*q_, pred_attn, shape, att_.get()));
+      backend_->Gemm(*a_, rows, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->Rope(q_.get(), rows, c.num_heads, c.head_dim, positions,
+                                      c.rope_theta, rope_mode()));
+  DLLM_RETURN_IF_ERROR(backend_->Attention(*q_, attn, shape, att_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->Gemm(*att_, rows, q_width(), *w.o, hidden, nullptr, true, h));
+  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h, rows, hidden, *w.ffn_norm, c.norm_eps, a_.get()));
   DLLM_RETURN_IF_ERROR(
-      backend_->Gemm(*att_, n, q_width(), *w.o, hidden, nullptr, true, h_pred_.get()));
-  DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_pred_, n, hidden, *w.ffn_norm, c.norm_eps, a_.get()));
+      backend_->Gemm(*a_, rows, hidden, *w.gate, c.intermediate_size, nullptr, false, gate_.get()));
   DLLM_RETURN_IF_ERROR(
-      backend_->Gemm(*a_, n, hidden, *w.gate, c.intermediate_size, nullptr, false, gate_.get()));
+      backend_->Gemm(*a_, rows, hidden, *w.up, c.intermediate_size, nullptr, false, up_.get()));
   DLLM_RETURN_IF_ERROR(
-      backend_->Gemm(*a_, n, hidden, *w.up, c.intermediate_size, nullptr, false, up_.get()));
-  DLLM_RETURN_IF_ERROR(
-      backend_->SwiGlu(*gate_, *up_, int64_t{n} * c.intermediate_size, gate_.get()));
-  return backend_->Gemm(*gate_, n, c.intermediate_size, *w.down, hidden, nullptr, true,
-                        h_pred_.get());
+      backend_->SwiGlu(*gate_, *up_, int64_t{rows} * c.intermediate_size, gate_.get()));
+  return backend_->Gemm(*gate_, rows, c.intermediate_size, *w.down, hidden, nullptr, true, h);
 }
 
 absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
@@ -335,7 +339,6 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
     }
   }
   const int hidden = c.hidden_size;
-  const RopeMode rope_mode = c.rope_in_bf16 ? RopeMode::kBf16Rounded : RopeMode::kFp32;
   AttentionShape shape;
   shape.num_heads = c.num_heads;
   shape.num_kv_heads = c.num_kv_heads;
@@ -348,34 +351,18 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayer& w = layers_[l];
     shape.layer = l;
-    if (prune_last_layer && l == c.num_layers - 1) {
-      DLLM_RETURN_IF_ERROR(LastLayerOnPredictingRows(w, rows, total, attn, pred_attn, shape));
-      break;
-    }
     DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->Gemm(*a_, rows, hidden, *w.q, q_width(), w.q_bias.get(), false, q_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->Gemm(*a_, rows, hidden, *w.k, kv_width(), w.k_bias.get(), false, k_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->Gemm(*a_, rows, hidden, *w.v, kv_width(), w.v_bias.get(), false, v_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->Rope(q_.get(), rows, c.num_heads, c.head_dim, *positions_,
-                                        c.rope_theta, rope_mode));
-    DLLM_RETURN_IF_ERROR(backend_->Rope(k_.get(), rows, c.num_kv_heads, c.head_dim, *positions_,
-                                        c.rope_theta, rope_mode));
-    DLLM_RETURN_IF_ERROR(backend_->KvScatter(*k_, *v_, *positions_, attn, shape));
-    DLLM_RETURN_IF_ERROR(backend_->Attention(*q_, attn, shape, att_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->Gemm(*att_, rows, q_width(), *w.o, hidden, nullptr, true, h_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.ffn_norm, c.norm_eps, a_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->Gemm(*a_, rows, hidden, *w.gate, c.intermediate_size, nullptr,
-                                        false, gate_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->Gemm(*a_, rows, hidden, *w.up, c.intermediate_size, nullptr, false, up_.get()));
-    DLLM_RETURN_IF_ERROR(
-        backend_->SwiGlu(*gate_, *up_, int64_t{rows} * c.intermediate_size, gate_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->Gemm(*gate_, rows, c.intermediate_size, *w.down, hidden, nullptr,
-                                        true, h_.get()));
+    DLLM_RETURN_IF_ERROR(KeysValues(w, rows, attn, shape));
+    if (prune_last_layer && l == c.num_layers - 1) {
+      // The predicting rows' residuals move to h_pred_; the norm is per row, so a_'s first
+      // `total` rows then equal those rows of the norm above.
+      DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *pred_rows_, total, h_pred_.get()));
+      DLLM_RETURN_IF_ERROR(
+          backend_->RmsNorm(*h_pred_, total, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+      DLLM_RETURN_IF_ERROR(QuerySide(w, total, *pred_positions_, pred_attn, shape, h_pred_.get()));
+    } else {
+      DLLM_RETURN_IF_ERROR(QuerySide(w, rows, *positions_, attn, shape, h_.get()));
+    }
   }
 
   // ---- Final norm, LM head and statistics on the predicting rows, in chunks.

@@ -247,11 +247,9 @@ void Worker::RunStep() {
     if (sample.has_value()) {
       tau_.Observe(sample->decision_mismatch);
       sample->tau_scale = tau_.scale();
-    }
-    // Reported before the commits, so that it precedes the request's final event.
-    if (sample.has_value() && observer != nullptr) {
       sample->seconds = shadow_seconds;
-      observer->OnShadowSample(*sample);
+      // Reported before the commits, so that it precedes the request's final event.
+      if (observer != nullptr) observer->OnShadowSample(*sample);
     }
   }
   if (!status.ok()) {

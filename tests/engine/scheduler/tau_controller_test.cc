@@ -50,9 +50,9 @@ TEST_CASE("TauController does nothing while disabled", "[scheduler][autotune]") 
 }
 
 TEST_CASE("Tau autotune options are validated with the field named", "[scheduler][autotune]") {
-  CHECK(ValidateTauAutotuneOptions(TauAutotuneOptions{}).ok());
+  CHECK(ValidateTauAutotuneOptions(TauAutotuneOptions{}, 0.0f).ok());
   auto message = [](TauAutotuneOptions o) {
-    return std::string(ValidateTauAutotuneOptions(o).message());
+    return std::string(ValidateTauAutotuneOptions(o, 0.0f).message());
   };
   TauAutotuneOptions o;
   o.mismatch_budget = 0;
