@@ -214,6 +214,42 @@ class BlockMasksTest(unittest.TestCase):
         self.assertTrue(torch.equal(w, p[:, None].expand(b, n)))
 
 
+class MaskedAnswerAccuracyTest(unittest.TestCase):
+    """The validation's smooth measure: an oracle that predicts every answer token scores 1 in
+    every block, one that predicts a wrong token scores 0; EOS padding never counts."""
+
+    def test_oracle_and_wrong(self):
+        import torch
+        test, _, _ = longform.load_splits()
+        items = test[:4]
+        g = 192
+        for family in ("llada", "dream"):
+            tok = bpe.build(family, [bpe.render_chat(family, x["prompt"]) + x["answer"]
+                                     for x in test[:60]], 400)
+            sp = common.Specials(family, tok)
+            shift = 1 if family == "dream" else 0
+            enc = [longtrain.encode_item(tok, family, sp, it, g) for it in items]
+            vocab = len(tok) + 8
+
+            def model(x, key_mask, wrong=False):
+                out = torch.zeros(x.shape[0], x.shape[1], vocab)
+                for r in range(x.shape[0]):
+                    ids, plen, _ = enc[model.next + r]
+                    for j in range(g):
+                        target = ids[plen + j]
+                        out[r, plen + j - shift, (target + 1) % vocab if wrong else target] = 1
+                model.next += x.shape[0]
+                return out
+
+            for wrong, want in ((False, 1.0), (True, 0.0)):
+                model.next = 0
+                acc, blocks = longtrain.masked_answer_accuracy(
+                    lambda x, key_mask: model(x, key_mask, wrong), tok, family, items, g, 32, 3)
+                self.assertEqual(acc, want, family)
+                self.assertTrue(all(b in (None, want) for b in blocks), (family, blocks))
+                self.assertEqual(blocks[0], want)  # the first block always has answer tokens
+
+
 class ResumeTest(unittest.TestCase):
     """A run stopped after one step and resumed reaches bit-identical weights and optimizer
     state to an uninterrupted run (data, masking and RNG are functions of the step)."""
