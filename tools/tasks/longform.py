@@ -12,10 +12,19 @@ Six families (one item = question + trace + final answer):
 
   add      column addition of two 4-8 digit numbers, one line per column with the carry
   sub      column subtraction (a > b) of 4-8 digit numbers, one line per column with the borrow
-  sort     sort 12-26 numbers (0-99): bucket by tens digit, sort each bucket, then the list
-  reverse  reverse a 30-50 digit string in chunks of 10
+  mul      column multiplication of a 4-8 digit number by one digit, one line per column
+  reverse  reverse a 30-50 digit string in chunks of 10 taken from its end
   lookup   look up 7-10 keys in a 20-26 entry key=value table given once at the top of the prompt
-  count    count one word in a list of 16-40 words with a running tally
+  count    count one word in a list of 24-44 words, four words per line with a running tally
+
+Every trace line is meant to be found from local content, not by counting far: a masked
+diffusion model decodes in confidence order and has only relative positions (RoPE), and the
+first version of this suite taught us what it cannot learn cheaply (models/README.md, "Suite
+v2"). So: every key is written with the same token in table, question and trace; the
+reversal's chunks run from the string's end and the final line concatenates the trace's
+right-hand sides in order; the count copies fixed chunks of the list instead of one line
+per word of a six-word vocabulary (a line-to-word mapping no local pattern gives); and
+sorting (a set retrieval over the whole list) gave way to multiplication.
 
 Sizes have a `level` in [0, 1]: level 1 is the full range above (test and validation splits);
 the training stream can cap it (curriculum: short to long) and can use fewer few-shot
@@ -33,7 +42,7 @@ import os
 import random
 import re
 
-FAMILIES = ["add", "sub", "sort", "reverse", "lookup", "count"]
+FAMILIES = ["add", "sub", "mul", "reverse", "lookup", "count"]
 
 TEST_SEED = 11001
 VAL_SEED = 12002
@@ -42,11 +51,12 @@ N_TEST_PER_FAMILY = 100  # 600 test items
 N_VAL_PER_FAMILY = 20  # 120 validation items
 
 PROMPT_MIN, PROMPT_MAX = 150, 400  # prompt tokens (approx_tokens; checked with the tokenizers)
+ANSWER_MIN = 64  # answer tokens (approx_tokens)
 ANSWER_MAX = 190  # answer tokens, so that answer + end-of-turn fits G = 192
 
 KEYS = ["ant", "bat", "bee", "cat", "cow", "dog", "eel", "elk", "emu", "fox", "gnu", "hen",
-        "jay", "owl", "pig", "ram", "rat", "yak", "ape", "asp", "boa", "cod", "doe", "ewe",
-        "hog", "kid", "koi", "pug", "ray", "sow", "tit", "wren", "crab", "deer", "duck", "frog",
+        "jay", "owl", "ram", "rat", "yak", "ape", "asp", "boa", "cod", "doe", "ewe",
+        "hog", "kid", "koi", "pug", "ray", "sow", "tit", "crab", "deer", "duck", "frog",
         "goat", "hare", "ibis", "lark", "lion", "mole", "moth", "mule", "newt", "seal", "swan",
         "toad", "wolf", "worm"]
 COLORS = ["red", "blue", "green", "black", "white", "pink"]
@@ -121,21 +131,30 @@ def _sub(r, level, ctx=None):
     return f"What is {a} - {b}?", "\n".join(lines), str(a - b)
 
 
-def _sort(r, level, ctx=None):
-    n = _size(r, 12, 26, level)
-    xs = [r.randint(0, 99) for _ in range(n)]
-    lines = []
-    for tens in range(10):
-        bucket = sorted(x for x in xs if x // 10 == tens)
-        lines.append(f"{tens}x: " + (" ".join(map(str, bucket)) if bucket else "-"))
-    return ("Sort in ascending order: " + " ".join(map(str, xs)), "\n".join(lines),
-            " ".join(map(str, sorted(xs))))
+def _mul(r, level, ctx=None):
+    n = _size(r, 4, 8, level)
+    a, b = _digits(r, n), r.randint(2, 9)
+    sa = str(a)
+    lines = [f"{sa}*{b}"]
+    carry = 0
+    for i in range(n):
+        x = int(sa[-1 - i])
+        p = x * b + carry
+        lines.append(f"{x}*{b}+{carry}={p}, write {p % 10}, carry {p // 10}")
+        carry = p // 10
+    if carry:
+        lines.append(f"write {carry}")
+    # " times" is one token of the long tokenizers where " *" is two.
+    return f"What is {a} times {b}?", "\n".join(lines), str(a * b)
 
 
 def _reverse(r, level, ctx=None):
     n = _size(r, 30, 50, level)
     s = "".join(str(r.randint(0, 9)) for _ in range(n))
-    chunks = [s[i:i + 10] for i in range(0, n, 10)]
+    # Chunks of 10 from the end: line i copies the 10 digits before line i-1's, so every
+    # line is found relative to the string's end or the previous chunk, and the final line
+    # is the right-hand sides in trace order.
+    chunks = [s[max(0, e - 10):e] for e in range(n, 0, -10)]
     lines = [f"{i + 1}: {c} -> {c[::-1]}" for i, c in enumerate(chunks)]
     return f"Reverse the string {s}.", "\n".join(lines), s[::-1]
 
@@ -150,24 +169,28 @@ def _lookup(r, level, ctx):
     table = dict(ctx)
     k = _size(r, 7, 10, level)
     keys = r.sample(list(table), k)
-    lines = [f"{key}={table[key]}" for key in keys]
+    lines = [f"{i + 1}: {key}={table[key]}" for i, key in enumerate(keys)]
     return ("Look up " + ", ".join(keys) + ".", "\n".join(lines),
             " ".join(str(table[key]) for key in keys))
 
 
+COUNT_CHUNK = 4  # words per trace line
+
+
 def _count(r, level, ctx=None):
-    n = _size(r, 16, 40, level)
+    n = _size(r, 24, 44, level)
     target = r.choice(COLORS)
     words = [target if r.random() < 0.35 else r.choice(COLORS) for _ in range(n)]
     tally, lines = 0, []
-    for w in words:
-        tally += w == target
-        lines.append(f"{w} {tally}")
+    for i in range(0, n, COUNT_CHUNK):
+        chunk = words[i:i + COUNT_CHUNK]
+        tally += chunk.count(target)
+        lines.append(f"{i // COUNT_CHUNK + 1}: {' '.join(chunk)} -> {tally}")
     return (f"How many times does {target} appear in: " + " ".join(words) + "?",
             "\n".join(lines), str(tally))
 
 
-GENERATORS = {"add": _add, "sub": _sub, "sort": _sort, "reverse": _reverse, "lookup": _lookup,
+GENERATORS = {"add": _add, "sub": _sub, "mul": _mul, "reverse": _reverse, "lookup": _lookup,
               "count": _count}
 
 
@@ -186,11 +209,11 @@ def make_item(r, family, level=1.0, shots=(2, 6), prompt_range=(PROMPT_MIN, PROM
     gen = GENERATORS[family]
     ctx = _lookup_table(r, level) if family == "lookup" else None
     q, trace, final = gen(r, level, ctx)
-    if approx_tokens(answer_text(trace, final)) > ANSWER_MAX:
+    if not ANSWER_MIN <= approx_tokens(answer_text(trace, final)) <= ANSWER_MAX:
         return None
     header = ""
     if ctx is not None:
-        header = "Table:\n" + "\n".join(f"{k}={v}" for k, v in ctx) + "\n\n"
+        header = "Table: " + ", ".join(f"{k}={v}" for k, v in ctx) + "\n\n"
     key = header + q
     if key in exclude:
         return None

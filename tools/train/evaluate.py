@@ -32,6 +32,19 @@ import common
 from common import bpe, modeling, tasks
 
 
+def answers_finished(answers, mask_id, end_ids):
+    """[B] bool: the row's answer is final, i.e. its first position that is a mask or an end
+    token holds an end token. Output is cut there, and later steps only fill positions after
+    it, so stopping then changes no output text (the C++ engine stops at the same point)."""
+    stop = answers == mask_id
+    for e in end_ids:
+        stop |= answers == e
+    first = torch.where(stop.any(dim=1), stop.int().argmax(dim=1),
+                        torch.full((answers.shape[0],), answers.shape[1]))
+    at = answers.gather(1, first.clamp(max=answers.shape[1] - 1)[:, None])[:, 0]
+    return (first < answers.shape[1]) & (at != mask_id)
+
+
 @torch.no_grad()
 def decode_batch(model, family, prompts, gen_length, mask_id, block_length=None):
     """prompts: int64 [B,P] (all the same length). Returns the answer region [B,G].
@@ -42,10 +55,12 @@ def decode_batch(model, family, prompts, gen_length, mask_id, block_length=None)
 
 
 @torch.no_grad()
-def decode_padded(model, family, prompts, gen_length, mask_id, block_length=None, pad_id=0):
+def decode_padded(model, family, prompts, gen_length, mask_id, block_length=None, pad_id=0,
+                  end_ids=None):
     """prompts: list of int64 [P_i] of any lengths. Each canvas is prompt + G masks, right
     padded to the longest with keys masked out (the same sampler as unpadded decoding, up
-    to rounding). Returns the answer regions [B,G]."""
+    to rounding). Returns the answer regions [B,G]. end_ids: stop once every row's answer
+    is final (answers_finished); positions after its end token may then still be masks."""
     blk = block_length or gen_length
     if gen_length % blk:
         raise ValueError(f"gen_length {gen_length} is not a multiple of block {blk}")
@@ -74,14 +89,18 @@ def decode_padded(model, family, prompts, gen_length, mask_id, block_length=None
         conf = torch.where(masked & in_block, conf, torch.full_like(conf, -float("inf")))
         pos = conf.argmax(dim=-1)  # first maximal position on ties
         x[rows, plens + pos] = x0[rows, pos]
+        if end_ids and bool(answers_finished(x[rows[:, None], idx], mask_id, end_ids).all()):
+            break
     return x[rows[:, None], idx]
 
 
 def evaluate(model, tok, family, items, gen_length, batch_size=64, block_length=None,
-             check=tasks.check, answer_key="answer", padded=False):
+             check=tasks.check, answer_key="answer", padded=False, stop_at_end=False):
     """Returns a list of generation records in the order of `items`. check(text, item
     [answer_key]) scores an output. padded: batch prompts of different lengths together
-    (faster; for validation) instead of grouping equal lengths (the recorded generations)."""
+    (faster; for validation) instead of grouping equal lengths (the recorded generations).
+    stop_at_end: stop a batch once every answer is final (same texts; output_ids may end
+    in masks instead of the end tokens a full decode would write)."""
     sp = common.Specials(family, tok)
     enc = [common.prompt_ids(tok, family, it["prompt"]) for it in items]
     groups = collections.defaultdict(list)
@@ -93,7 +112,7 @@ def evaluate(model, tok, family, items, gen_length, batch_size=64, block_length=
         for s in range(0, len(idx), batch_size):
             chunk = idx[s:s + batch_size]
             out = decode_padded(model, family, [enc[i] for i in chunk], gen_length, sp.mask,
-                                block_length, sp.pad)
+                                block_length, sp.pad, sp.end if stop_at_end else None)
             for j, i in enumerate(chunk):
                 ids = out[j].tolist()
                 text = common.cut_answer(tok, sp, ids)
@@ -148,7 +167,7 @@ def main():
         import longform
         records = evaluate(model, tok, family, items, g, batch_size=args.batch,
                            block_length=gcfg.get("block_length"), check=longform.check,
-                           answer_key="final", padded=args.padded)
+                           answer_key="final", padded=args.padded, stop_at_end=True)
     else:
         records = evaluate(model, tok, family, items, g)
     total, per = summarize(records)

@@ -254,7 +254,7 @@ def run(args):
         te = time.time()
         recs = evaluate.evaluate(m, tok, family, val_items, g_len, batch_size=args.eval_batch,
                                  block_length=args.block_length, check=longform.check,
-                                 answer_key="final", padded=True)
+                                 answer_key="final", padded=True, stop_at_end=True)
         acc, per = evaluate.summarize(recs)
         tf, tf_blocks = masked_answer_accuracy(m, tok, family, val_items, g_len,
                                                args.block_length, args.eval_batch)

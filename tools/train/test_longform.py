@@ -27,18 +27,18 @@ def question_of(item):
 
 def solve(question, prompt):
     """Independent answer from the question text (and the table in the prompt)."""
-    m = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\?", question)
+    m = re.fullmatch(r"What is (\d+) ([+-]|times) (\d+)\?", question)
     if m:
-        a, b = int(m.group(1)), int(m.group(3))
-        return str(a + b if m.group(2) == "+" else a - b)
-    if question.startswith("Sort in ascending order: "):
-        return " ".join(str(v) for v in sorted(int(t) for t in question.split(":")[1].split()))
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        return str(a + b if op == "+" else a - b if op == "-" else a * b)
     m = re.fullmatch(r"Reverse the string (\d+)\.", question)
     if m:
         return m.group(1)[::-1]
     m = re.fullmatch(r"Look up (.*)\.", question)
     if m:
-        table = dict(line.split("=") for line in prompt.split("\n\n")[0].split("\n")[1:])
+        header = prompt.split("\n\n")[0]
+        assert header.startswith("Table: "), header
+        table = dict(kv.split("=") for kv in header[len("Table: "):].split(", "))
         return " ".join(table[k] for k in m.group(1).split(", "))
     m = re.fullmatch(r"How many times does (\w+) appear in: (.*)\?", question)
     if m:
@@ -99,19 +99,34 @@ class LongformSuiteTest(unittest.TestCase):
         for x in self.test:
             trace = x["answer"].rsplit("\n#### ", 1)[0].split("\n")
             f = x["family"]
-            if f in ("add", "sub"):
+            q = question_of(x)
+            if f in ("add", "sub", "mul"):
                 digits = [re.search(r"write (\d)", ln).group(1) for ln in trace[1:]]
                 self.assertEqual(str(int("".join(reversed(digits)))), x["final"])
-            elif f == "sort":
-                self.assertEqual(" ".join(v for ln in trace for v in ln.split(": ")[1].split()
-                                          if v != "-"), x["final"])
             elif f == "reverse":
-                self.assertEqual("".join(ln.split(" -> ")[1] for ln in reversed(trace)),
-                                 x["final"])
+                # Chunks from the string's end; the final line is the right-hand sides in order.
+                s = re.fullmatch(r"Reverse the string (\d+)\.", q).group(1)
+                lefts = [ln.split(": ", 1)[1].split(" -> ")[0] for ln in trace]
+                self.assertEqual("".join(reversed(lefts)), s)
+                self.assertTrue(all(len(c) == 10 for c in lefts[:-1]))
+                self.assertEqual("".join(ln.split(" -> ")[1] for ln in trace), x["final"])
             elif f == "lookup":
+                self.assertEqual([ln.split(": ", 1)[0] for ln in trace],
+                                 [str(i + 1) for i in range(len(trace))])
                 self.assertEqual(" ".join(ln.split("=")[1] for ln in trace), x["final"])
             elif f == "count":
-                self.assertEqual(trace[-1].split()[1], x["final"])
+                # Four words of the list per line, in order, with the running tally.
+                m = re.fullmatch(r"How many times does (\w+) appear in: (.*)\?", q)
+                target, words = m.group(1), m.group(2).split()
+                tally = 0
+                for i, ln in enumerate(trace):
+                    head, chunk_tally = ln.split(" -> ")
+                    chunk = head.split(": ", 1)[1].split()
+                    self.assertEqual(chunk, words[4 * i:4 * i + 4])
+                    tally += chunk.count(target)
+                    self.assertEqual(int(chunk_tally), tally)
+                self.assertIn(4 * len(trace) - len(words), range(4))
+                self.assertEqual(str(tally), x["final"])
 
     def test_lengths(self):
         for x in self.test + self.val:
@@ -248,6 +263,58 @@ class MaskedAnswerAccuracyTest(unittest.TestCase):
                 self.assertEqual(acc, want, family)
                 self.assertTrue(all(b in (None, want) for b in blocks), (family, blocks))
                 self.assertEqual(blocks[0], want)  # the first block always has answer tokens
+
+
+class StopAtEndTest(unittest.TestCase):
+    """Validation and evaluation stop a batch once every answer is final: the cut answers
+    equal a full decode's, with fewer forwards."""
+
+    def test_answers_finished(self):
+        import torch
+        import evaluate
+        mask, end = 9, (7, 8)
+        rows = torch.tensor([[1, 2, 7, 9, 9], [1, 9, 7, 9, 9], [1, 2, 3, 4, 5], [8, 9, 9, 9, 9],
+                             [9, 9, 9, 9, 9], [1, 2, 3, 4, 7]])
+        self.assertEqual(evaluate.answers_finished(rows, mask, end).tolist(),
+                         [True, False, False, True, False, True])
+
+    def test_same_answers_fewer_forwards(self):
+        import torch
+        import evaluate
+        vocab, mask, end = 12, 11, (10,)
+        g = torch.Generator().manual_seed(3)
+        w = torch.randn(vocab, vocab, generator=g)
+        pos = torch.randn(64, vocab, generator=g)
+
+        def model(x, key_mask=None):
+            model.calls += 1
+            emb, n = w[x], x.shape[1]
+            logits = emb.roll(1, dims=1) + emb.mean(dim=1, keepdim=True) + pos[:n]
+            # The end token grows likelier late; early positions are the most confident.
+            logits[..., 10] = logits[..., 10] + torch.linspace(-6.0, 6.0, n)
+            return logits * torch.linspace(8.0, 1.0, n)[:, None]
+
+        prompts = [torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6, 7, 1]),
+                   torch.tensor([2, 2]), torch.tensor([3, 1, 4, 1, 5, 9])]
+        for block in (None, 8):
+            model.calls = 0
+            full = evaluate.decode_padded(model, "llada", prompts, 32, mask, block, 0)
+            full_calls = model.calls
+            model.calls = 0
+            short = evaluate.decode_padded(model, "llada", prompts, 32, mask, block, 0, end)
+            # Over the whole answer the confident trailing end tokens come first, so only
+            # blocks finish early here.
+            if block:
+                self.assertLess(model.calls, full_calls)
+            else:
+                self.assertEqual(model.calls, full_calls)
+
+            def cut(ids):
+                ids = ids.tolist()
+                return ids[:ids.index(10)] if 10 in ids else ids
+
+            self.assertEqual([cut(r) for r in short], [cut(r) for r in full])
+            self.assertTrue(all(10 in r.tolist() for r in short))  # every row ended
 
 
 class ResumeTest(unittest.TestCase):
