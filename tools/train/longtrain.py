@@ -171,6 +171,16 @@ def masked_answer_accuracy(model, tok, family, items, g_len, block, batch_size):
     return acc, [right[k] / total[k] if total[k] else None for k in range(n_blocks)]
 
 
+def rewarmed_lr(step, warm_from, args):
+    """The cosine schedule's rate at `step`; after a warm start (fresh AdamW moments, whose
+    first updates are about lr per weight whatever the gradient) it ramps linearly from 0
+    over args.rewarm_steps."""
+    lr = train.lr_at(step, args.max_steps, args.lr, args.warmup)
+    if warm_from is not None and args.rewarm_steps > 0:
+        lr *= min(1.0, (step - warm_from + 1) / args.rewarm_steps)
+    return lr
+
+
 def save_state(path, model, opt, step, extra):
     tmp = path + ".tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
@@ -219,6 +229,7 @@ def run(args):
     model = modeling.DiffusionLM(cfg)
     train.init_weights(model, args.seed)
     step, best, best_step, ema_loss = 0, -1.0, -1, None
+    warm_from = None  # the step a warm start began at (its fresh AdamW ramps up again)
     if args.warm_start and not resume:
         wm, wcfg = modeling.load_checkpoint(args.warm_start, torch.float32)
         if wcfg != {**cfg, "torch_dtype": wcfg.get("torch_dtype")}:
@@ -226,7 +237,9 @@ def run(args):
         model.load_state_dict(wm.state_dict())
         with open(os.path.join(args.warm_start, "training_state.json")) as f:
             step = int(json.load(f)["step"])
-        log(f"warm start from {args.warm_start} at step {step} (fresh optimizer)")
+        warm_from = step
+        log(f"warm start from {args.warm_start} at step {step} (fresh optimizer, learning "
+            f"rate ramped over {args.rewarm_steps} steps)")
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model {family}: {n_params} params ({2 * n_params / 1e6:.2f} MB bf16), "
@@ -244,6 +257,7 @@ def run(args):
         opt.load_state_dict(st["opt"])
         torch.set_rng_state(st["torch_rng"])
         step, best, best_step, ema_loss = st["step"], st["best"], st["best_step"], st["ema"]
+        warm_from = st.get("warm_from")
         log(f"resumed from {ckpt_path} at step {step} (best val {best:.4f} at {best_step})")
     # The masking generator is re-seeded per step, so resumed runs mask like uninterrupted ones.
     gen = torch.Generator()
@@ -287,7 +301,8 @@ def run(args):
 
     def checkpoint(step):
         save_state(ckpt_path, model, opt, step, {"best": best, "best_step": best_step,
-                                                 "ema": ema_loss, "args": vars(args)})
+                                                 "ema": ema_loss, "warm_from": warm_from,
+                                                 "args": vars(args)})
         save_model(step, os.path.join(state_dir, "latest"), {"loss_ema": ema_loss})
         log(f"checkpoint step {step} -> {ckpt_path}")
 
@@ -314,7 +329,7 @@ def run(args):
                                          args.block_mask_prob, gen)
         x = torch.where(masked, torch.full_like(x0, sp.mask), x0)
         for group in opt.param_groups:
-            group["lr"] = train.lr_at(step, args.max_steps, args.lr, args.warmup)
+            group["lr"] = rewarmed_lr(step, warm_from, args)
         logits = model(x, key_mask=keys)
         if shift:  # Dream: row i-1 predicts token i
             logits, tgt, msk, w = logits[:, :-1], x0[:, 1:], masked[:, 1:], weight[:, 1:]

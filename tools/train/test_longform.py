@@ -265,6 +265,23 @@ class MaskedAnswerAccuracyTest(unittest.TestCase):
                 self.assertEqual(blocks[0], want)  # the first block always has answer tokens
 
 
+class RewarmTest(unittest.TestCase):
+    def test_warm_start_ramps_the_schedule(self):
+        import argparse
+        import train
+        a = argparse.Namespace(max_steps=1000, lr=1e-3, warmup=10, rewarm_steps=100)
+        for step in (50, 400, 999):  # no warm start: the cosine schedule itself
+            self.assertEqual(longtrain.rewarmed_lr(step, None, a), train.lr_at(step, 1000, 1e-3, 10))
+        base = train.lr_at(400, 1000, 1e-3, 10)
+        self.assertAlmostEqual(longtrain.rewarmed_lr(400, 400, a), base / 100)
+        self.assertAlmostEqual(longtrain.rewarmed_lr(449, 400, a),
+                               train.lr_at(449, 1000, 1e-3, 10) * 50 / 100)
+        self.assertEqual(longtrain.rewarmed_lr(499, 400, a), train.lr_at(499, 1000, 1e-3, 10))
+        self.assertEqual(longtrain.rewarmed_lr(700, 400, a), train.lr_at(700, 1000, 1e-3, 10))
+        a.rewarm_steps = 0
+        self.assertEqual(longtrain.rewarmed_lr(400, 400, a), base)
+
+
 class StopAtEndTest(unittest.TestCase):
     """Validation and evaluation stop a batch once every answer is final: the cut answers
     equal a full decode's, with fewer forwards."""
@@ -360,6 +377,7 @@ class ResumeTest(unittest.TestCase):
             run("c", "--warm-start", latest, "--max-steps", "6")
             c = torch.load(os.path.join(tmp, "c-state", "ckpt.pt"))
             self.assertEqual(c["step"], 6)
+            self.assertEqual(c["warm_from"], 5)  # its learning rate ramps from there
         finally:
             shutil.rmtree(tmp)
 
