@@ -171,6 +171,67 @@ def masked_answer_accuracy(model, tok, family, items, g_len, block, batch_size):
     return acc, [right[k] / total[k] if total[k] else None for k in range(n_blocks)]
 
 
+# The token that opens a chat turn in each family's template (bpe.render_chat).
+TURN_START = {"llada": "<|start_header_id|>", "dream": "<|im_start|>"}
+
+
+def transferred_tokenizer(family, src_dir):
+    """The BPE (vocabulary and merges) of the model in src_dir, of either family, with
+    `family`'s special tokens appended: base token ids keep their meaning, so a model of one
+    family can start from the other's weights (transfer_weights)."""
+    src = bpe.load(src_dir)
+    added = {t: len(src.vocab) + i for i, t in enumerate(bpe.family_specials(family))}
+    return bpe.Tokenizer(family, src.vocab, src.merges, added)
+
+
+def transfer_weights(model, tok, family, src_dir):
+    """Initializes `model` (tokenizer `tok` = transferred_tokenizer(family, src_dir)) from the
+    trained model in src_dir, which may be of the other family. Same widths and depth
+    required. Embedding and LM-head rows: base tokens by id, specials by role (mask, end of
+    turn, end of text, turn start); other specials keep their fresh init. K/V projections
+    mean-pool groups of source heads when the target has fewer KV heads (GQA conversion,
+    Ainslie et al. 2023). Tensors the source lacks (Dream's q/k/v biases) keep their init
+    (biases 0). What is not transferred is Dream's shift (row i-1 predicts token i): the
+    model learns it. Returns a log line."""
+    src, scfg = modeling.load_checkpoint(src_dir, torch.float32)
+    sfam = common.family_of(scfg)
+    stok = bpe.load(src_dir)
+    a, b = src.arch, model.arch
+    for k in ("hidden", "layers", "heads", "intermediate", "head_dim"):
+        if getattr(a, k) != getattr(b, k):
+            raise SystemExit(f"--transfer-from {src_dir}: {k} {getattr(a, k)} != {getattr(b, k)}")
+    if a.kv_heads % b.kv_heads:
+        raise SystemExit(f"--transfer-from {src_dir}: {a.kv_heads} KV heads do not pool into "
+                         f"{b.kv_heads}")
+    if stok.vocab != tok.vocab:
+        raise SystemExit("--transfer-from: the tokenizer must be transferred_tokenizer's")
+    sp, ssp = common.Specials(family, tok), common.Specials(sfam, stok)
+    rows = {i: i for i in range(len(stok.vocab))}
+    rows.update({sp.mask: ssp.mask, sp.eot: ssp.eot, sp.eos: ssp.eos,
+                 tok.token_id(TURN_START[family]): stok.token_id(TURN_START[sfam])})
+    sstate = src.state_dict()
+    g = a.kv_heads // b.kv_heads
+    copied = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            q = sstate.get(name)
+            if q is None:
+                continue
+            if name in ("embed.weight", "lm_head.weight"):
+                dst, srcr = zip(*sorted(rows.items()))
+                p[list(dst)] = q[list(srcr)]
+            elif q.shape != p.shape and name.endswith(("k_proj.weight", "v_proj.weight")):
+                p.copy_(q.view(b.kv_heads, g, a.head_dim, a.hidden).mean(dim=1)
+                        .reshape(p.shape))
+            elif q.shape != p.shape and name.endswith(("k_proj.bias", "v_proj.bias")):
+                p.copy_(q.view(b.kv_heads, g, a.head_dim).mean(dim=1).reshape(p.shape))
+            else:
+                p.copy_(q)
+            copied += 1
+    return (f"transferred {copied} tensors from {src_dir} ({sfam}, {a.kv_heads} KV heads) "
+            f"to {family} ({b.kv_heads} KV heads); {len(rows)} token rows")
+
+
 def rewarmed_lr(step, warm_from, args):
     """The cosine schedule's rate at `step`; after a warm start (fresh AdamW moments, whose
     first updates are about lr per weight whatever the gradient) it ramps linearly from 0
@@ -209,6 +270,8 @@ def run(args):
         tok = bpe.load(tok_dir)
     elif args.warm_start:
         tok = bpe.load(args.warm_start)
+    elif args.transfer_from:
+        tok = transferred_tokenizer(family, args.transfer_from)
     else:
         st = longform.stream(longform.TRAIN_SEED + args.seed, exclude, weights)
         corpus = [next(st) for _ in range(args.tok_corpus)]
@@ -228,6 +291,8 @@ def run(args):
         sp.mask, sp.eos, sp.pad, sp.bos)
     model = modeling.DiffusionLM(cfg)
     train.init_weights(model, args.seed)
+    if args.transfer_from and not resume:
+        log(transfer_weights(model, tok, family, args.transfer_from))
     step, best, best_step, ema_loss = 0, -1.0, -1, None
     warm_from = None  # the step a warm start began at (its fresh AdamW ramps up again)
     if args.warm_start and not resume:

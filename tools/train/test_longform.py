@@ -334,6 +334,66 @@ class StopAtEndTest(unittest.TestCase):
             self.assertTrue(all(10 in r.tolist() for r in short))  # every row ended
 
 
+class TransferTest(unittest.TestCase):
+    """--transfer-from: a model of the other family starts from a trained one's weights."""
+
+    def test_weights_map_by_token_and_role(self):
+        import torch
+        import modeling
+        import train
+        test, _, _ = longform.load_splits()
+        tmp = tempfile.mkdtemp()
+        try:
+            for sfam, kv_src, fam, kv in (("llada", 4, "dream", 2), ("dream", 2, "llada", 2)):
+                stok = bpe.build(sfam, [bpe.render_chat(sfam, x["prompt"]) + x["answer"]
+                                        for x in test[:60]], 400)
+                ssp = common.Specials(sfam, stok)
+                rows = (len(stok) + 63) // 64 * 64
+                scfg = modeling.make_config(common.MODEL_TYPE[sfam], 32, 2, 4, kv_src, 64, rows,
+                                            10000, 1e-5, 256, ssp.mask, ssp.eos, ssp.pad,
+                                            ssp.bos)
+                src = modeling.DiffusionLM(scfg)
+                train.init_weights(src, 7)
+                d = os.path.join(tmp, sfam)
+                train.save_model(src, scfg, stok, sfam, 32, d, {})
+                src, _ = modeling.load_checkpoint(d, torch.float32)  # the bf16-rounded weights
+
+                tok = longtrain.transferred_tokenizer(fam, d)
+                for x in test[:30]:  # same pieces under the other family's regex
+                    self.assertEqual(tok.encode(x["answer"]), stok.encode(x["answer"]))
+                sp = common.Specials(fam, tok)
+                cfg = modeling.make_config(common.MODEL_TYPE[fam], 32, 2, 4, kv, 64,
+                                           (len(tok) + 63) // 64 * 64, 10000, 1e-6, 256,
+                                           sp.mask, sp.eos, sp.pad, sp.bos)
+                m = modeling.DiffusionLM(cfg)
+                train.init_weights(m, 8)
+                longtrain.transfer_weights(m, tok, fam, d)
+                se, e = src.embed.weight, m.embed.weight
+                self.assertTrue(torch.equal(e[:len(stok.vocab)], se[:len(stok.vocab)]))
+                for role in ("mask", "eot", "eos"):
+                    self.assertTrue(torch.equal(e[getattr(sp, role)], se[getattr(ssp, role)]))
+                    self.assertTrue(torch.equal(m.lm_head.weight[getattr(sp, role)],
+                                                src.lm_head.weight[getattr(ssp, role)]))
+                for i in (0, 1):
+                    b, sb = m.blocks[i], src.blocks[i]
+                    for n in ("q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+                        self.assertTrue(torch.equal(getattr(b, n).weight, getattr(sb, n).weight))
+                    g = kv_src // kv
+                    hd = 8
+                    for n in ("k_proj", "v_proj"):
+                        want = getattr(sb, n).weight.view(kv, g, hd, 32).mean(dim=1)
+                        self.assertTrue(torch.allclose(getattr(b, n).weight.view(kv, hd, 32),
+                                                       want))
+                        if fam == "dream":  # biases the LLaDA source lacks stay 0
+                            self.assertFalse(getattr(b, n).bias.any())
+                # Widths must match.
+                bad = dict(cfg, hidden_size=64, d_model=64)
+                with self.assertRaises(SystemExit):
+                    longtrain.transfer_weights(modeling.DiffusionLM(bad), tok, fam, d)
+        finally:
+            shutil.rmtree(tmp)
+
+
 class ResumeTest(unittest.TestCase):
     """A run stopped after one step and resumed reaches bit-identical weights and optimizer
     state to an uninterrupted run (data, masking and RNG are functions of the step)."""

@@ -158,6 +158,10 @@ def main():
     long.add_argument("--resume", action="store_true", help="continue from --state-dir/ckpt.pt")
     long.add_argument("--warm-start", default=None,
                       help="start from a saved model folder (weights, tokenizer, step)")
+    long.add_argument("--transfer-from", default=None,
+                      help="start from a trained model of either family (same widths): its "
+                           "BPE with this family's specials, weights mapped by "
+                           "longtrain.transfer_weights; a fresh run otherwise (step 0)")
     long.add_argument("--rewarm-steps", type=int, default=200,
                       help="after --warm-start, ramp the learning rate from 0 over this many steps")
     long.add_argument("--ckpt-minutes", type=float, default=5.0)
