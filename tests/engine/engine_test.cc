@@ -207,11 +207,13 @@ void CheckLongModelAgreement(const std::string& name, Remasking remasking) {
   CHECK(prompts >= 0.99);
 }
 
-TEST_CASE("llada-long: greedy generations equal the PyTorch trainer's", "[engine][trained]") {
+TEST_CASE("llada-long: greedy generations equal the PyTorch trainer's",
+          "[engine][trained][.long]") {
   CheckLongModelAgreement("llada-long", Remasking::kLowConfidence);
 }
 
-TEST_CASE("dream-long: greedy generations equal the PyTorch trainer's", "[engine][trained]") {
+TEST_CASE("dream-long: greedy generations equal the PyTorch trainer's",
+          "[engine][trained][.long]") {
   CheckLongModelAgreement("dream-long", Remasking::kMaskgitPlus);
 }
 
