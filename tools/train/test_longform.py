@@ -143,6 +143,27 @@ class LongformSuiteTest(unittest.TestCase):
             self.assertEqual(len(tok.encode(x["prompt"])), longform.approx_tokens(x["prompt"]))
             self.assertEqual(len(tok.encode(x["answer"])), longform.approx_tokens(x["answer"]))
 
+    def test_committed_warm_starts_load_and_count_like_the_suite(self):
+        # The snapshots a fresh checkout continues from (tools/train/warm_start/<name>).
+        import torch
+        import modeling
+        root = os.path.join(common.HERE, "warm_start")
+        names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+        if not names:
+            self.skipTest("no warm-start snapshot committed")
+        for name in names:
+            d = os.path.join(root, name)
+            self.assertLessEqual(os.path.getsize(os.path.join(d, "model.safetensors")), 20e6)
+            model, cfg = modeling.load_checkpoint(d, torch.float32)
+            self.assertGreaterEqual(cfg.get("max_sequence_length",
+                                            cfg.get("max_position_embeddings")), 512)
+            tok = bpe.load(d)
+            for x in self.test[:60]:
+                self.assertEqual(len(tok.encode(x["answer"])), longform.approx_tokens(x["answer"]),
+                                 (name, x["answer"]))
+                self.assertEqual(len(tok.encode(x["prompt"])), longform.approx_tokens(x["prompt"]),
+                                 (name, x["family"]))
+
     def test_checker(self):
         self.assertEqual(longform.extract_final("a\n#### 12 3 \n"), "12 3")
         self.assertEqual(longform.extract_final("#### 1\nx\n#### 2"), "2")
