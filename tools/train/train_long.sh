@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Starts (or resumes) the long-form training runs in the background, niced, one thread each:
+# from their checkpoints in $STATE_ROOT/<name>/ckpt.pt when present, else from the committed
+# snapshots in tools/train/warm_start/<name> (models/README.md, "Long-form models").
+# Usage: tools/train/train_long.sh [llada-long] [dream-long]   (default: both)
+# Env:   STATE_ROOT (default tools/train/out_long), OUT_ROOT (default models): where the
+#        checkpoints and the best-by-validation model folders go.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+state_root=${STATE_ROOT:-$here/out_long}
+out_root=${OUT_ROOT:-$here/../../models}
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=(llada-long dream-long)
+mkdir -p "$state_root"
+for name in "${names[@]}"; do
+  case "$name" in
+    llada-long) family=(--family llada --seed 2) ;;
+    dream-long) family=(--family dream --kv-heads 2 --seed 3) ;;
+    *) echo "train_long.sh: unknown model '$name' (llada-long or dream-long)" >&2; exit 2 ;;
+  esac
+  if pgrep -f "train.py --tasks long .*--state-dir $state_root/$name " >/dev/null; then
+    echo "$name: already running"
+    continue
+  fi
+  start=(--warm-start "$here/warm_start/$name")
+  if [ ! -f "$state_root/$name/ckpt.pt" ] && [ ! -f "$here/warm_start/$name/model.safetensors" ]; then
+    echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2
+    continue
+  fi
+  (cd "$here" && nohup nice -n 10 /usr/bin/python3 train.py --tasks long "${family[@]}" \
+    --state-dir "$state_root/$name" --out "$out_root/$name" \
+    --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
+    --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr 8e-4 --warmup 500 \
+    --max-steps 60000 --curriculum-steps 2500 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
+    --family-weights mul=1.5,reverse=1.5,lookup=1.5,count=1.5 \
+    --val-items 18 --eval-batch 3 --eval-every 1500 --ckpt-minutes 5 --minutes 100000 \
+    "${start[@]}" --resume >> "$state_root/$name.log" 2>&1 < /dev/null &)
+  echo "$name: started, log $state_root/$name.log"
+done
