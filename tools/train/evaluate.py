@@ -39,10 +39,8 @@ def answers_finished(answers, mask_id, end_ids):
     stop = answers == mask_id
     for e in end_ids:
         stop |= answers == e
-    first = torch.where(stop.any(dim=1), stop.int().argmax(dim=1),
-                        torch.full((answers.shape[0],), answers.shape[1]))
-    at = answers.gather(1, first.clamp(max=answers.shape[1] - 1)[:, None])[:, 0]
-    return (first < answers.shape[1]) & (at != mask_id)
+    first = stop.int().argmax(dim=1)  # 0 where there is none: stop.any() rules those out
+    return stop.any(dim=1) & (answers.gather(1, first[:, None])[:, 0] != mask_id)
 
 
 @torch.no_grad()

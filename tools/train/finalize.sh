@@ -8,5 +8,5 @@ for name in llada-tiny dream-tiny; do
     --split tools/tasks/data/test.jsonl --out "tools/train/out/${name}_test_generations.jsonl" \
     | tee "tools/train/out/${name}_test_summary.json"
 done
-(cd models && find llada-tiny dream-tiny -type f | LC_ALL=C sort | xargs sha256sum > SHA256SUMS)
+tools/train/sha256sums.sh
 cat models/SHA256SUMS

@@ -12,5 +12,4 @@ nice -n 5 /usr/bin/python3 tools/train/evaluate.py --model "models/$name" \
   --split tools/tasks/data_long/test.jsonl --limit "$n" --threads "${THREADS:-2}" \
   --out "tools/train/out/${name}_test_generations.jsonl" \
   | tee "tools/train/out/${name}_test_summary.json"
-(cd models && find llada-tiny dream-tiny llada-long dream-long -type f 2>/dev/null \
-  | LC_ALL=C sort | xargs sha256sum > SHA256SUMS)
+tools/train/sha256sums.sh

@@ -209,6 +209,7 @@ def transfer_weights(model, tok, family, src_dir):
     rows = {i: i for i in range(len(stok.vocab))}
     rows.update({sp.mask: ssp.mask, sp.eot: ssp.eot, sp.eos: ssp.eos,
                  tok.token_id(TURN_START[family]): stok.token_id(TURN_START[sfam])})
+    dst_rows, src_rows = map(list, zip(*sorted(rows.items())))
     sstate = src.state_dict()
     g = a.kv_heads // b.kv_heads
     copied = 0
@@ -218,8 +219,7 @@ def transfer_weights(model, tok, family, src_dir):
             if q is None:
                 continue
             if name in ("embed.weight", "lm_head.weight"):
-                dst, srcr = zip(*sorted(rows.items()))
-                p[list(dst)] = q[list(srcr)]
+                p[dst_rows] = q[src_rows]
             elif q.shape != p.shape and name.endswith(("k_proj.weight", "v_proj.weight")):
                 p.copy_(q.view(b.kv_heads, g, a.head_dim, a.hidden).mean(dim=1)
                         .reshape(p.shape))
