@@ -4,7 +4,8 @@
 //   dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... [--decoding SPEC]...
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
 //              [--sweep tau=a:b:n|tau=t1,t2,... [--sweep-out PREFIX]] [--baseline SETTING]
-//              [--shadow RATE [--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]
+//              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
+//               [--autotune BUDGET[:WINDOW]]]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -44,9 +45,12 @@
 // --shadow RATE checks that fraction of every setting's partial steps against a shadow full
 // forward (cache.shadow_sample_rate per request) and adds a "shadow" object per setting:
 // samples, mean KL(full || partial), mismatch rate, mean max committed-probability change,
-// mean K/V drift per region, and the shadow time. The engine skips shadows while requests
-// queue, so with --shadow the bench keeps at most --batch requests in flight (it submits the
-// next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
+// mean K/V drift per region, the shadow time and time_fraction (shadow time / the rest of
+// the setting's wall time: the throughput it cost). --shadow-budget F caps that fraction
+// (the engine's shadow_max_time_fraction; default: no cap, the server's default is 0.02):
+// drawn shadows are skipped while earlier ones used up the budget. The engine skips shadows while
+// requests queue, so with --shadow the bench keeps at most --batch requests in flight (it submits
+// the next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
 // sample (setting, request, step, E, KL, mismatch, drifts) for offline analysis
 // (docs/entropy-drift.md).
 //
@@ -538,6 +542,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> policies, decodings;
   int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
   double shadow = -1;                                     // < 0: no --shadow
+  double shadow_budget = std::numeric_limits<double>::infinity();
   std::string shadow_out;
   std::string autotune;  // BUDGET[:WINDOW]; empty: off
   for (int i = 1; i < argc; ++i) {
@@ -572,6 +577,8 @@ int Main(int argc, char** argv) {
       baseline_spec = value();
     else if (arg == "--shadow")
       shadow = ToDouble(arg, value());
+    else if (arg == "--shadow-budget")
+      shadow_budget = ToDouble(arg, value());
     else if (arg == "--shadow-out")
       shadow_out = value();
     else if (arg == "--autotune")
@@ -580,8 +587,8 @@ int Main(int argc, char** argv) {
       std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
                    "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
                    "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
-                   "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-out FILE.csv] "
-                   "[--autotune BUDGET[:WINDOW]]]\n";
+                   "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-budget F] "
+                   "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]\n";
       return 0;
     } else
       Die("unknown argument " + arg + " (see --help)");
@@ -591,6 +598,7 @@ int Main(int argc, char** argv) {
   if (gen_length < 0) Die("--gen-length must be >= 1");
   if (shadow > 1) Die("--shadow must be in [0, 1]");
   if (!shadow_out.empty() && shadow < 0) Die("--shadow-out needs --shadow");
+  if (!(shadow_budget > 0)) Die("--shadow-budget must be > 0");
   TauAutotuneOptions tune;
   if (!autotune.empty()) {
     if (!(shadow > 0)) Die("--autotune needs --shadow RATE > 0 (it learns from shadow samples)");
@@ -643,6 +651,7 @@ int Main(int argc, char** argv) {
   options.kv_budget_bytes = int64_t{8} << 30;
   ShadowCollector collector;
   if (shadow >= 0) options.observer = &collector;
+  options.shadow_max_time_fraction = shadow_budget;
   if (tune.enabled) {
     options.shadow_sample_rate = static_cast<float>(shadow);
     options.tau_autotune = tune;
@@ -780,7 +789,12 @@ int Main(int argc, char** argv) {
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
-      if (shadow >= 0) j["shadow"] = ShadowJson(samples, shadow);
+      if (shadow >= 0) {
+        j["shadow"] = ShadowJson(samples, shadow);
+        const double shadow_s = j["shadow"]["shadow_s"].get<double>();
+        j["shadow"]["time_fraction"] =
+            r.wall_s > shadow_s ? Round(shadow_s / (r.wall_s - shadow_s), 4) : 0.0;
+      }
       std::cout << j.dump() << std::endl;
       if (shadow_csv.is_open()) {
         // Empty drift cells: the step had no position in that region.

@@ -66,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (!(options.shadow_sample_rate >= 0.0f && options.shadow_sample_rate <= 1.0f)) {
     return absl::InvalidArgumentError("shadow_sample_rate must be in [0, 1]");
   }
+  if (!(options.shadow_max_time_fraction > 0)) {
+    return absl::InvalidArgumentError("shadow_max_time_fraction must be > 0");
+  }
   if (absl::Status s = ValidateTauAutotuneOptions(options.tau_autotune, options.shadow_sample_rate);
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("tau_autotune.", s.message()));

@@ -12,6 +12,7 @@
 #define DLLM_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -242,6 +243,10 @@ struct EngineOptions {
   // Fraction of partial steps checked by a shadow full forward (cache.shadow_sample_rate);
   // 0 = off. At most one shadow per engine step, none while requests wait in the queue.
   float shadow_sample_rate = 0.0f;
+  // Cap on shadow time as a fraction of the engine's own step time (> 0; infinity: none).
+  // A drawn shadow is skipped while earlier ones have used up the budget
+  // (engine/scheduler/shadow_budget.h), so the cost is bounded whatever the speed-up.
+  double shadow_max_time_fraction = std::numeric_limits<double>::infinity();
   TauAutotuneOptions tau_autotune;     // off by default
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };

@@ -499,6 +499,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                    absl::StrCat(k.shadow_sample_rate, " exceeds limits.max_shadow_sample_rate (",
                                 l.max_shadow_sample_rate, ")"));
   }
+  if (!(k.shadow_max_time_fraction > 0)) {
+    return Invalid("cache.shadow_max_time_fraction", "must be > 0");
+  }
   if (absl::Status st = ValidateTauAutotuneOptions(k.autotune, k.shadow_sample_rate); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("cache.autotune.", st.message()));
   }
@@ -585,6 +588,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.ReadOptional("recent_k", &c.cache.recent_k);
     r.ReadOptional("refresh_interval", &c.cache.refresh_interval);
     r.Read("shadow_sample_rate", &c.cache.shadow_sample_rate);
+    r.Read("shadow_max_time_fraction", &c.cache.shadow_max_time_fraction);
     {
       MapReader a(r.Child("autotune"), "cache.autotune", &error);
       auto& t = c.cache.autotune;

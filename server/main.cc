@@ -256,6 +256,7 @@ int Run(int argc, char** argv) {
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics.get();
   options.shadow_sample_rate = config.cache.shadow_sample_rate;
+  options.shadow_max_time_fraction = config.cache.shadow_max_time_fraction;
   options.tau_autotune = config.cache.autotune;
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);

@@ -10,7 +10,10 @@
 namespace dllm {
 
 Worker::Worker(WorkerOptions options, StepExecutor* executor)
-    : options_(std::move(options)), executor_(executor), tau_(options_.tau_autotune) {
+    : options_(std::move(options)),
+      executor_(executor),
+      tau_(options_.tau_autotune),
+      shadow_budget_(options_.shadow_max_time_fraction) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -184,7 +187,7 @@ void Worker::Loop() {
 }
 
 int Worker::PickShadow() {
-  if (options_.observer == nullptr || active_.empty()) return -1;
+  if (options_.observer == nullptr || active_.empty() || !shadow_budget_.allows()) return -1;
   {
     absl::MutexLock lock(&mu_);
     // Shadows are a luxury of idle capacity: never while someone waits for admission.
@@ -267,6 +270,7 @@ void Worker::RunStep() {
   }
   info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
                  shadow_seconds;
+  shadow_budget_.Record(info.seconds, shadow_seconds);
   if (observer != nullptr) observer->OnStep(info);
 }
 

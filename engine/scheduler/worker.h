@@ -7,7 +7,8 @@
 //         events → retire finished sequences.
 //
 // Shadow steps (shadow_sample_rate > 0, with an observer): when no request waits in the
-// queue, at most one sequence per step whose partial step was drawn (Sequence::ShadowDrawn;
+// queue and the shadow time budget has room (ShadowBudget, shadow_max_time_fraction), at
+// most one sequence per step whose partial step was drawn (Sequence::ShadowDrawn;
 // the draws are scanned from a rotating start so no sequence is favoured) gets its logits
 // captured, then a full forward of the same canvas into a scratch slab before the commit.
 // The result goes to EngineObserver::OnShadowSample; the step commits exactly what it would
@@ -24,6 +25,7 @@
 #define DLLM_ENGINE_SCHEDULER_WORKER_H_
 
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +37,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/scheduler/sequence.h"
+#include "engine/scheduler/shadow_budget.h"
 #include "engine/scheduler/step_executor.h"
 #include "engine/scheduler/tau_controller.h"
 
@@ -46,7 +49,9 @@ struct WorkerOptions {
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
   float shadow_sample_rate = 0.0f;     // default for requests without their own rate
-  TauAutotuneOptions tau_autotune;     // validated by the caller
+  // Shadow seconds / step seconds cap (> 0; infinity: none); see ShadowBudget.
+  double shadow_max_time_fraction = std::numeric_limits<double>::infinity();
+  TauAutotuneOptions tau_autotune;  // validated by the caller
 };
 
 class Worker {
@@ -78,7 +83,8 @@ class Worker {
 
   const WorkerOptions options_;
   StepExecutor* const executor_;
-  TauController tau_;  // worker thread only
+  TauController tau_;           // worker thread only
+  ShadowBudget shadow_budget_;  // worker thread only
 
   mutable absl::Mutex mu_;
   std::deque<PendingRequest> queue_ ABSL_GUARDED_BY(mu_);

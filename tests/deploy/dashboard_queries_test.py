@@ -197,6 +197,7 @@ decoding:
 cache:
   policy: entropy
   shadow_sample_rate: 1
+  shadow_max_time_fraction: 1000
 limits:
   max_shadow_sample_rate: 1
 metrics:

@@ -93,6 +93,26 @@ if(NOT inf_row MATCHES "^\"[^\"]*\",inf,2,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[1
   message(FATAL_ERROR "tau=inf row has no shadow samples: ${inf_row}")
 endif()
 
+# --shadow-budget: the row reports the shadows' time_fraction; a budget no run can repay lets
+# exactly the first drawn shadow run; a budget <= 0 is refused, naming the flag.
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+          --policy entropy:tau=inf,k=2 --decoding window:w=4,threshold=0.01 --shadow 1
+          --shadow-budget 1e-9
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dllm-bench --shadow-budget failed (${rc}):\n${out}\n${err}")
+endif()
+if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":1,[^\n]*\"time_fraction\":")
+  message(FATAL_ERROR "expected one shadow sample and a time_fraction:\n${out}")
+endif()
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --shadow 1 --shadow-budget 0
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "--shadow-budget must be > 0")
+  message(FATAL_ERROR "--shadow-budget 0 should fail naming it (${rc}):\n${err}")
+endif()
+
 # --autotune: needs --shadow; with it, the entropy row reports the tau scale the engine's
 # controller reached. Windows of 1 sample have a mismatch rate of 0 or 1, never inside
 # [budget/2, budget], so every sample moves the scale: after any sample it is not 1.

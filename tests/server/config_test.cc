@@ -30,6 +30,7 @@ TEST_CASE("config: shipped default.yaml parses and matches the built-in defaults
   CHECK_FALSE(c->decoding.max_new_tokens.has_value());  // the model's own default
   CHECK_FALSE(c->decoding.steps.has_value());
   CHECK_FALSE(c->cache.policy.has_value());
+  CHECK(c->cache.shadow_max_time_fraction == builtin.cache.shadow_max_time_fraction);
   CHECK_FALSE(c->tls.enabled());
   CHECK_FALSE(c->auth.enabled());
 }
@@ -38,6 +39,7 @@ TEST_CASE("config: empty document gives defaults") {
   absl::StatusOr<ServerConfig> c = ParseServerConfig("", "empty.yaml");
   REQUIRE(c.ok());
   CHECK(c->server.address == "0.0.0.0:50051");
+  CHECK(c->cache.shadow_max_time_fraction == 0.02);
 }
 
 TEST_CASE("config: values are read into typed fields") {
@@ -47,7 +49,8 @@ engine: {backend: cuda, model: /m, max_batch_sequences: 4, kv_budget_bytes: 1234
          queue_capacity: 2, cpu_threads: 1}
 decoding: {schedule: window, remasking: topk_margin, steps: 16, confidence_threshold: 0.9,
            seed: 18446744073709551615}
-cache: {policy: interval, refresh_interval: 4, shadow_sample_rate: 0.25}
+cache: {policy: interval, refresh_interval: 4, shadow_sample_rate: 0.25,
+        shadow_max_time_fraction: 0.5}
 limits: {max_steps: 64, max_shadow_sample_rate: 0.5, allowed_cache_policies: [none, interval]}
 metrics: {port: 0}
 logging: {level: debug, format: json}
@@ -66,6 +69,7 @@ logging: {level: debug, format: json}
   CHECK(c->decoding.seed == 18446744073709551615ull);
   CHECK(c->cache.policy == CachePolicyKind::kInterval);
   CHECK(c->cache.shadow_sample_rate == 0.25f);
+  CHECK(c->cache.shadow_max_time_fraction == 0.5);
   CHECK_FALSE(c->cache.autotune.enabled);
   CHECK(c->limits.max_shadow_sample_rate == 0.5f);
   CHECK(c->limits.allowed_cache_policies ==
@@ -102,6 +106,10 @@ TEST_CASE("config: errors name the key and the reason") {
   CHECK_THAT(
       ErrorOf("cache: {shadow_sample_rate: 0.25}"),
       Catch::Contains("cache.shadow_sample_rate: 0.25 exceeds limits.max_shadow_sample_rate"));
+  CHECK_THAT(ErrorOf("cache: {shadow_max_time_fraction: 0}"),
+             Catch::Contains("cache.shadow_max_time_fraction: must be > 0"));
+  CHECK_THAT(ErrorOf("cache: {shadow_max_time_fraction: -0.5}"),
+             Catch::Contains("cache.shadow_max_time_fraction: must be > 0"));
   CHECK_THAT(ErrorOf("limits: {max_shadow_sample_rate: 2}"),
              Catch::Contains("limits.max_shadow_sample_rate"));
   CHECK_THAT(ErrorOf("cache: {autotune: {enabled: true}}"),

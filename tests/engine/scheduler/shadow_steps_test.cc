@@ -1,6 +1,7 @@
 // Shadow steps on the real forward pass (CPU backend, random-weight fixtures): they never
 // change generations, they measure exactly zero when the partial step is exact, they see
 // drift when the cache is stale, and they respect the cost bound.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
@@ -19,9 +20,10 @@ using testing::CollectSink;
 
 class RecordingObserver final : public EngineObserver {
  public:
-  void OnStep(const StepInfo&) override {
+  void OnStep(const StepInfo& info) override {
     absl::MutexLock lock(&mu_);
     events_.push_back('T');
+    step_seconds_ += info.seconds;
   }
   void OnShadowSample(const ShadowSample& s) override {
     absl::MutexLock lock(&mu_);
@@ -36,16 +38,24 @@ class RecordingObserver final : public EngineObserver {
     absl::MutexLock lock(&mu_);
     return events_;
   }
+  double step_seconds() {
+    absl::MutexLock lock(&mu_);
+    return step_seconds_;
+  }
 
  private:
   absl::Mutex mu_;
+  double step_seconds_ = 0;
   std::vector<ShadowSample> samples_;
   std::string events_;
 };
 
-std::unique_ptr<Engine> MakeEngine(const std::string& fixture, float rate, EngineObserver* observer,
-                                   int batch = 8, TauAutotuneOptions autotune = {}) {
+std::unique_ptr<Engine> MakeEngine(
+    const std::string& fixture, float rate, EngineObserver* observer, int batch = 8,
+    TauAutotuneOptions autotune = {},
+    double max_time_fraction = std::numeric_limits<double>::infinity()) {
   EngineOptions options;
+  options.shadow_max_time_fraction = max_time_fraction;
   options.tau_autotune = autotune;
   options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/" + fixture;
   options.max_batch_sequences = batch;
@@ -250,6 +260,34 @@ TEST_CASE("Cost bound: at most one shadow per step", "[shadow][integration]") {
   CHECK(events.front() != 'S');
 }
 
+TEST_CASE("Cost bound: shadow time stays within shadow_max_time_fraction",
+          "[shadow][integration]") {
+  // A budget no run can repay: the first drawn shadow runs, none after it.
+  RecordingObserver starved;
+  auto engine = MakeEngine("llada_mha", 1.0f, &starved, 8, {}, 1e-9);
+  const auto reference = RunAll(*engine, Mix());
+  CHECK(starved.samples().size() == 1);
+
+  // A real budget: shadow seconds <= fraction x step seconds + 2 x the longest shadow, and the
+  // generations are those of the unbounded run.
+  for (double fraction : {0.05, 0.5}) {
+    RecordingObserver observer;
+    auto bounded = MakeEngine("llada_mha", 1.0f, &observer, 8, {}, fraction);
+    const auto finals = RunAll(*bounded, Mix());
+    for (size_t i = 0; i < finals.size(); ++i) CHECK(finals[i].token_ids == reference[i].token_ids);
+    double shadow_seconds = 0, longest = 0;
+    for (const auto& s : observer.samples()) {
+      shadow_seconds += s.seconds;
+      longest = std::max(longest, s.seconds);
+    }
+    INFO("fraction " << fraction << ": " << observer.samples().size() << " samples, "
+                     << shadow_seconds << " s of shadows, " << observer.step_seconds()
+                     << " s of steps");
+    CHECK_FALSE(observer.samples().empty());
+    CHECK(shadow_seconds <= fraction * observer.step_seconds() + 2 * longest);
+  }
+}
+
 TEST_CASE("Cost bound: no shadows while requests wait in the queue", "[shadow][integration]") {
   RecordingObserver observer;
   auto engine = MakeEngine("llada_mha", 1.0f, &observer, 1);
@@ -323,6 +361,16 @@ TEST_CASE("Tau autotuning needs shadow samples", "[shadow][autotune]") {
   options.tau_autotune.window_samples = 0;
   engine = Engine::Create(options);
   CHECK_THAT(std::string(engine.status().message()), Catch::Contains("window_samples"));
+}
+
+TEST_CASE("The shadow time budget must be positive", "[shadow]") {
+  EngineOptions options;
+  options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/llada_mha";
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    options.shadow_max_time_fraction = bad;
+    auto engine = Engine::Create(options);
+    CHECK_THAT(std::string(engine.status().message()), Catch::Contains("shadow_max_time_fraction"));
+  }
 }
 
 }  // namespace
