@@ -26,6 +26,16 @@ right-hand sides in order; the count copies fixed chunks of the list instead of 
 per word of a six-word vocabulary (a line-to-word mapping no local pattern gives); and
 sorting (a set retrieval over the whole list) gave way to multiplication.
 
+Every answer's layout is fixed by its question (suite v3): where each token of the answer
+falls depends only on the question's shape (how many digits, words or keys), never on a
+computed value. Column sums and products are always two digits (`=07`), subtraction always
+states the borrow it adds (`+00` or `+10`), the final carry line is always written, tallies
+are two digits, and numeric final answers are zero-padded to their widest value. A model that
+commits tokens in confidence order writes a line's frame (`, write`, `, carry`, the newline)
+before its digits; in v2 a frame one token off (a sum of 10 where 9 was right) forced the
+digits to fit it, and most add/mul/count errors were such frames (models/README.md,
+"Suite v3").
+
 Sizes have a `level` in [0, 1]: level 1 is the full range above (test and validation splits);
 the training stream can cap it (curriculum: short to long) and can use fewer few-shot
 examples than the splits' 2-6 (shorter, cheaper sequences early in training).
@@ -99,11 +109,10 @@ def _add(r, level, ctx=None):
     for i in range(width):
         x, y = int(sa[-1 - i]), int(sb[-1 - i])
         s = x + y + carry
-        lines.append(f"{x}+{y}+{carry}={s}, write {s % 10}, carry {s // 10}")
+        lines.append(f"{x}+{y}+{carry}={s:02d}, write {s % 10}, carry {s // 10}")
         carry = s // 10
-    if carry:
-        lines.append("write 1")
-    return f"What is {a} + {b}?", "\n".join(lines), str(a + b)
+    lines.append(f"write {carry}")
+    return f"What is {a} + {b}?", "\n".join(lines), f"{a + b:0{width + 1}d}"
 
 
 def _sub(r, level, ctx=None):
@@ -120,15 +129,11 @@ def _sub(r, level, ctx=None):
     borrow = 0
     for i in range(width):
         x, y = int(sa[-1 - i]), int(sb[-1 - i])
-        d = x - y - borrow
-        if d < 0:
-            lines.append(f"{x}-{y}-{borrow}<0, {x + 10}-{y}-{borrow}={d + 10}, write {d + 10}, "
-                         f"borrow 1")
-            borrow = 1
-        else:
-            lines.append(f"{x}-{y}-{borrow}={d}, write {d}, borrow 0")
-            borrow = 0
-    return f"What is {a} - {b}?", "\n".join(lines), str(a - b)
+        nb = int(x - y - borrow < 0)  # borrow from the next column: add 10 here
+        d = x - y - borrow + 10 * nb
+        lines.append(f"{x}-{y}-{borrow}+{10 * nb:02d}={d}, write {d}, borrow {nb}")
+        borrow = nb
+    return f"What is {a} - {b}?", "\n".join(lines), f"{a - b:0{width}d}"
 
 
 def _mul(r, level, ctx=None):
@@ -140,12 +145,11 @@ def _mul(r, level, ctx=None):
     for i in range(n):
         x = int(sa[-1 - i])
         p = x * b + carry
-        lines.append(f"{x}*{b}+{carry}={p}, write {p % 10}, carry {p // 10}")
+        lines.append(f"{x}*{b}+{carry}={p:02d}, write {p % 10}, carry {p // 10}")
         carry = p // 10
-    if carry:
-        lines.append(f"write {carry}")
+    lines.append(f"write {carry}")
     # " times" is one token of the long tokenizers where " *" is two.
-    return f"What is {a} times {b}?", "\n".join(lines), str(a * b)
+    return f"What is {a} times {b}?", "\n".join(lines), f"{a * b:0{n + 1}d}"
 
 
 def _reverse(r, level, ctx=None):
@@ -185,9 +189,9 @@ def _count(r, level, ctx=None):
     for i in range(0, n, COUNT_CHUNK):
         chunk = words[i:i + COUNT_CHUNK]
         tally += chunk.count(target)
-        lines.append(f"{i // COUNT_CHUNK + 1}: {' '.join(chunk)} -> {tally}")
+        lines.append(f"{i // COUNT_CHUNK + 1}: {' '.join(chunk)} -> {tally:02d}")
     return (f"How many times does {target} appear in: " + " ".join(words) + "?",
-            "\n".join(lines), str(tally))
+            "\n".join(lines), f"{tally:02d}")
 
 
 GENERATORS = {"add": _add, "sub": _sub, "mul": _mul, "reverse": _reverse, "lookup": _lookup,
