@@ -299,13 +299,20 @@ class E2ETest(unittest.TestCase):
 
     def test_deadline(self):
         s = self.start()
-        r = s.client("generate", "--request-id", "late", "--timeout", "0.5",
-                     "--max-new-tokens", str(LONG_TOKENS), "--block-length", str(LONG_TOKENS),
-                     "Hello")
-        self.assertEqual(r.returncode, 1)
-        self.assertEqual(error_code(r), "DEADLINE_EXCEEDED")
-        rec = s.wait_record(lambda r: r["id"] == "late")
-        self.assertEqual(rec["status"], "DEADLINE_EXCEEDED")
+        # On a loaded machine the 0.5 s can pass before the server even reads the request
+        # (a record without engine fields); the engine path is what this test is about, so
+        # such an attempt is checked for its status and tried again.
+        for attempt in range(3):
+            rid = f"late{attempt}"
+            r = s.client("generate", "--request-id", rid, "--timeout", "0.5",
+                         "--max-new-tokens", str(LONG_TOKENS), "--block-length", str(LONG_TOKENS),
+                         "Hello")
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(error_code(r), "DEADLINE_EXCEEDED")
+            rec = s.wait_record(lambda r: r["id"] == rid)
+            self.assertEqual(rec["status"], "DEADLINE_EXCEEDED")
+            if "finish_reason" in rec:
+                break
         self.assertEqual(rec["finish_reason"], "deadline")
         self.assertLess(rec["steps"], LONG_TOKENS)
         self.generate_json(s, "Hi")
