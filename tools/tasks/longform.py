@@ -13,7 +13,7 @@ Six families (one item = question + trace + final answer):
   add      column addition of two 4-8 digit numbers, one line per column with the carry
   sub      column subtraction (a > b) of 4-8 digit numbers, one line per column with the borrow
   mul      column multiplication of a 4-8 digit number by one digit, one line per column
-  reverse  reverse a 30-50 digit string in chunks of 10 taken from its end
+  reverse  reverse a 30, 40 or 50 digit string in chunks of 10 taken from its end
   lookup   look up 7-10 keys in a 20-26 entry key=value table given once at the top of the prompt
   count    count one word in a list of 24-44 words, four words per line with a running tally
 
@@ -153,7 +153,9 @@ def _mul(r, level, ctx=None):
 
 
 def _reverse(r, level, ctx=None):
-    n = _size(r, 30, 50, level)
+    # Whole chunks only (30, 40 or 50 digits): a remainder chunk's length is the string's
+    # length mod 10, which nothing local shows, and v3 models wrote it at the wrong length.
+    n = 10 * _size(r, 3, 5, level)
     s = "".join(str(r.randint(0, 9)) for _ in range(n))
     # Chunks of 10 from the end: line i copies the 10 digits before line i-1's, so every
     # line is found relative to the string's end or the previous chunk, and the final line

@@ -20,7 +20,8 @@ bf16-rounded validation and the saved model folder are shared):
   masked (trained with weight 1, the rate they are masked at). Uniform masking almost never
   shows "the first j blocks clean, the rest masked", yet that is every step of inference.
 - State (fp32 weights, AdamW moments, step, RNG, best validation) goes to
-  --state-dir/ckpt.pt every --ckpt-minutes (atomically), with a bf16 model folder of the
+  --state-dir/ckpt.pt every --ckpt-minutes (atomically) and when SIGTERM or SIGINT stops the
+  run (after the current step), with a bf16 model folder of the
   latest weights in --state-dir/latest (for tools/train/snapshot_long.sh). --resume continues
   from ckpt.pt; --warm-start DIR starts from a saved model folder (weights, tokenizer and the
   step in its training_state.json; fresh optimizer).
@@ -36,6 +37,7 @@ import json
 import os
 import random
 import re
+import signal
 import sys
 import time
 
@@ -371,6 +373,12 @@ def run(args):
         save_model(step, os.path.join(state_dir, "latest"), {"loss_ema": ema_loss})
         log(f"checkpoint step {step} -> {ckpt_path}")
 
+    # SIGTERM / SIGINT (a session ending, kill, Ctrl-C) finish the step, checkpoint and stop,
+    # so a cut-off run loses nothing instead of up to --ckpt-minutes of work.
+    stop_signal = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop_signal.append(signum))
+
     shift = 1 if family == "dream" else 0
     t_ckpt = time.time()
     t_train = time.time()
@@ -427,6 +435,9 @@ def run(args):
             t_ckpt = time.time()
         if time.time() - t_start > args.minutes * 60:
             log(f"wall-clock cap reached at step {step}")
+            break
+        if stop_signal:
+            log(f"signal {stop_signal[0]}: stopping at step {step}")
             break
     checkpoint(step)
     log(f"done: best val exact {best:.4f} at step {best_step}, "

@@ -7,6 +7,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -111,7 +112,7 @@ class LongformSuiteTest(unittest.TestCase):
                 s = re.fullmatch(r"Reverse the string (\d+)\.", q).group(1)
                 lefts = [ln.split(": ", 1)[1].split(" -> ")[0] for ln in trace]
                 self.assertEqual("".join(reversed(lefts)), s)
-                self.assertTrue(all(len(c) == 10 for c in lefts[:-1]))
+                self.assertTrue(all(len(c) == 10 for c in lefts))
                 self.assertEqual("".join(ln.split(" -> ")[1] for ln in trace), x["final"])
             elif f == "lookup":
                 self.assertEqual([ln.split(": ", 1)[0] for ln in trace],
@@ -478,6 +479,21 @@ class ResumeTest(unittest.TestCase):
             c = torch.load(os.path.join(tmp, "c-state", "ckpt.pt"))
             self.assertEqual(c["step"], 6)
             self.assertEqual(c["warm_from"], 5)  # its learning rate ramps from there
+
+            # SIGTERM mid-run: the step finishes, a checkpoint is written, the run exits 0.
+            d = subprocess.Popen(
+                base[:base.index("--max-steps") + 1] + ["100000"] + base[base.index("--max-steps") + 2:]
+                + ["--out", os.path.join(tmp, "d"), "--state-dir", os.path.join(tmp, "d-state")],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for line in d.stdout:
+                if " step 25 " in line:  # training is under way
+                    break
+            d.send_signal(signal.SIGTERM)
+            out, _ = d.communicate(timeout=120)
+            self.assertEqual(d.returncode, 0, out)
+            self.assertIn("stopping at step", out)
+            stopped = torch.load(os.path.join(tmp, "d-state", "ckpt.pt"))
+            self.assertTrue(25 <= stopped["step"] < 100000)
         finally:
             shutil.rmtree(tmp)
 
