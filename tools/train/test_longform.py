@@ -115,9 +115,13 @@ class LongformSuiteTest(unittest.TestCase):
                 self.assertTrue(all(len(c) == 10 for c in lefts))
                 self.assertEqual("".join(ln.split(" -> ")[1] for ln in trace), x["final"])
             elif f == "lookup":
-                self.assertEqual([ln.split(": ", 1)[0] for ln in trace],
-                                 [str(i + 1) for i in range(len(trace))])
-                self.assertEqual(" ".join(ln.split("=")[1] for ln in trace), x["final"])
+                keys = re.fullmatch(r"Look up (.*)\.", q).group(1)
+                self.assertEqual(trace[0], "0: " + keys)
+                self.assertEqual([ln.split(": ", 1)[0] for ln in trace[1:]],
+                                 [str(i + 1) for i in range(len(trace) - 1)])
+                self.assertEqual([ln.split(": ", 1)[1].split("=")[0] for ln in trace[1:]],
+                                 keys.split(", "))
+                self.assertEqual(" ".join(ln.split("=")[1] for ln in trace[1:]), x["final"])
             elif f == "count":
                 # Four words of the list per line, in order, with the running tally.
                 m = re.fullmatch(r"How many times does (\w+) appear in: (.*)\?", q)
