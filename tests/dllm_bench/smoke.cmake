@@ -1,12 +1,19 @@
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+# Runs dllm-bench on the test model and tasks with the given arguments, fails the test
+# unless it exits 0, and sets `out` and `err` in the caller.
+function(run_bench what)
+  execute_process(COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} ${ARGN}
+                  OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "dllm-bench ${what} failed (${rc}):\n${o}\n${e}")
+  endif()
+  set(out "${o}" PARENT_SCOPE)
+  set(err "${e}" PARENT_SCOPE)
+endfunction()
+
+run_bench("" --gen-length 8 --threads 1
           --policy none --policy entropy:tau=0.5,k=4 --policy dual --policy interval:n=4
           --decoding block:block_length=4 --decoding window:w=4,threshold=0.01
-          --sweep tau=0:2:3 --sweep-out ${OUT} --batch 2
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "dllm-bench failed (${rc}):\n${out}\n${err}")
-endif()
+          --sweep tau=0:2:3 --sweep-out ${OUT} --batch 2)
 string(REGEX MATCHALL "\"speedup_vs_none\"" lines "${out}")
 list(LENGTH lines n)
 # block: none, entropy, dual, interval + 3 sweep; window: none, entropy, interval + 3 sweep
@@ -44,14 +51,9 @@ message(STATUS "${out}")
 # --shadow: every setting carries its shadow summary; partial-step settings have samples, the
 # none baseline has none (it never runs a partial step), and --shadow-out gets one CSV line
 # per sample.
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+run_bench("--shadow" --gen-length 8 --threads 1
           --policy none --policy entropy:tau=inf,k=2 --decoding window:w=4,threshold=0.01
-          --batch 2 --shadow 1 --shadow-out ${OUT}_shadow.csv
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "dllm-bench --shadow failed (${rc}):\n${out}\n${err}")
-endif()
+          --batch 2 --shadow 1 --shadow-out ${OUT}_shadow.csv)
 string(REGEX MATCHALL "\"shadow\":{[^}]*\"mean_kl\"" shadow_lines "${out}")
 list(LENGTH shadow_lines n)
 if(NOT n EQUAL 2)
@@ -72,13 +74,8 @@ message(STATUS "${out}")
 
 # --sweep with an explicit tau list, under --shadow: one CSV row per tau, with the cache-quality
 # columns filled for thresholds that allow partial steps.
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
-          --policy entropy:tau=0.5,k=2 --sweep tau=0,1e-3,inf --sweep-out ${OUT}_list --shadow 1
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "dllm-bench --sweep tau=list failed (${rc}):\n${out}\n${err}")
-endif()
+run_bench("--sweep tau=list" --gen-length 8 --threads 1
+          --policy entropy:tau=0.5,k=2 --sweep tau=0,1e-3,inf --sweep-out ${OUT}_list --shadow 1)
 file(STRINGS ${OUT}_list.csv csv)
 list(LENGTH csv ncsv)
 if(NOT ncsv EQUAL 4)
@@ -95,14 +92,9 @@ endif()
 
 # --shadow-budget: the row reports the shadows' time_fraction; a budget no run can repay lets
 # exactly the first drawn shadow run; a budget <= 0 is refused, naming the flag.
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
+run_bench("--shadow-budget" --gen-length 8 --threads 1
           --policy entropy:tau=inf,k=2 --decoding window:w=4,threshold=0.01 --shadow 1
-          --shadow-budget 1e-9
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "dllm-bench --shadow-budget failed (${rc}):\n${out}\n${err}")
-endif()
+          --shadow-budget 1e-9)
 if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":1,[^\n]*\"time_fraction\":")
   message(FATAL_ERROR "expected one shadow sample and a time_fraction:\n${out}")
 endif()
@@ -124,13 +116,8 @@ execute_process(
 if(rc EQUAL 0 OR NOT err MATCHES "--autotune needs --shadow")
   message(FATAL_ERROR "--autotune without --shadow should fail naming it (${rc}):\n${err}")
 endif()
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --gen-length 8 --threads 1
-          --policy entropy:tau=inf,k=2 --shadow 1 --autotune 0.05:1
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "dllm-bench --autotune failed (${rc}):\n${out}\n${err}")
-endif()
+run_bench("--autotune" --gen-length 8 --threads 1
+          --policy entropy:tau=inf,k=2 --shadow 1 --autotune 0.05:1)
 if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":[1-9][^\n]*\"tau_scale\":")
   message(FATAL_ERROR "the entropy row lacks samples or tau_scale:\n${out}")
 endif()
