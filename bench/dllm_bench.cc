@@ -7,7 +7,9 @@
 //              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
 //               [--autotune BUDGET[:WINDOW]]]
 //
-// Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32].
+// Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32]; any of them may
+// add shadow=RATE, that setting's own shadow sample rate (e.g. the same policy with and
+// without shadows, side by side in one run: what shadow sampling costs).
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
 //                 window[:w=16,threshold=0.9,steps=S]
 //                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
@@ -253,7 +255,11 @@ CacheParams ParsePolicy(const std::string& spec) {
       c.recent_k = ToInt(k, v);
     else if (k == "n")
       c.refresh_interval = ToInt(k, v);
-    else
+    else if (k == "shadow") {
+      const double rate = ToDouble(k, v);
+      if (!(rate >= 0 && rate <= 1)) Die("policy option shadow must be in [0, 1]");
+      c.shadow_sample_rate = static_cast<float>(rate);
+    } else
       Die("unknown policy option " + k);
   }
   return c;
@@ -344,7 +350,9 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
       req.max_new_tokens = gen_length;
       req.decoding = setting.decoding;
       req.cache = setting.cache;
-      if (shadow_rate >= 0) req.cache.shadow_sample_rate = shadow_rate;
+      // A policy's own shadow= rate wins over --shadow.
+      if (shadow_rate >= 0 && !req.cache.shadow_sample_rate)
+        req.cache.shadow_sample_rate = shadow_rate;
       auto sink = std::make_shared<WaitSink>();
       absl::StatusOr<RequestId> id = engine.Submit(req, sink);
       if (!id.ok()) {
@@ -421,13 +429,14 @@ nlohmann::json PolicyParams(const CacheParams& c) {
     j["n"] = c.refresh_interval;
     j["k"] = c.recent_k;
   }
+  if (c.shadow_sample_rate) j["shadow"] = Round(*c.shadow_sample_rate, 6);
   return j;
 }
 
 // Summary of a setting's shadow samples (the same figures as the dllm_cache_shadow_* metrics).
 nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& samples, double rate) {
   nlohmann::json j;
-  j["rate"] = rate;
+  j["rate"] = Round(rate, 6);
   j["samples"] = samples.size();
   double kl = 0, kl_max = 0, change = 0, seconds = 0;
   int mismatches = 0, with_commits = 0;
@@ -650,7 +659,12 @@ int Main(int argc, char** argv) {
   options.max_new_tokens_limit = std::max(1024, gen_length);
   options.kv_budget_bytes = int64_t{8} << 30;
   ShadowCollector collector;
-  if (shadow >= 0) options.observer = &collector;
+  // A policy's own shadow=RATE (side by side with the same policy without it) needs the
+  // same observer and bounded window as --shadow.
+  const bool shadows = shadow >= 0 || std::any_of(policies.begin(), policies.end(), [](auto& p) {
+                         return ParsePolicy(p).shadow_sample_rate.has_value();
+                       });
+  if (shadows) options.observer = &collector;
   options.shadow_max_time_fraction = shadow_budget;
   if (tune.enabled) {
     options.shadow_sample_rate = static_cast<float>(shadow);
@@ -771,7 +785,7 @@ int Main(int argc, char** argv) {
       const Setting& setting = settings[s];
       collector.Take();
       const Result r = RunSetting(**engine, timer, tasks, setting, gen_length,
-                                  static_cast<float>(shadow), shadow >= 0 ? batch : 0);
+                                  static_cast<float>(shadow), shadows ? batch : 0);
       const std::vector<EngineObserver::ShadowSample> samples = collector.Take();
       if (!r.rejected.empty()) {
         nlohmann::json j;
@@ -789,8 +803,9 @@ int Main(int argc, char** argv) {
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
-      if (shadow >= 0) {
-        j["shadow"] = ShadowJson(samples, shadow);
+      if (shadows) {
+        j["shadow"] = ShadowJson(samples, setting.cache.shadow_sample_rate.value_or(
+                                              static_cast<float>(std::max(shadow, 0.0))));
         const double shadow_s = j["shadow"]["shadow_s"].get<double>();
         j["shadow"]["time_fraction"] =
             r.wall_s > shadow_s ? Round(shadow_s / (r.wall_s - shadow_s), 4) : 0.0;
@@ -822,7 +837,8 @@ int Main(int argc, char** argv) {
             << (base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0);
         // Cache-quality columns stay empty without --shadow (and drift cells for regions
         // that no sampled step had).
-        const nlohmann::json q = shadow >= 0 ? ShadowJson(samples, shadow) : nlohmann::json();
+        const nlohmann::json q =
+            shadows ? ShadowJson(samples, std::max(shadow, 0.0)) : nlohmann::json();
         csv << "," << (q.is_null() ? "" : absl::StrCat(q["samples"].get<size_t>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mismatch_rate"].get<double>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mean_kl"].get<double>()));

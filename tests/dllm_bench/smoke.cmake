@@ -98,6 +98,14 @@ run_bench("--shadow-budget" --gen-length 8 --threads 1
 if(NOT out MATCHES "\"policy\":\"entropy\"[^\n]*\"samples\":1,[^\n]*\"time_fraction\":")
   message(FATAL_ERROR "expected one shadow sample and a time_fraction:\n${out}")
 endif()
+# shadow=RATE in a policy spec: that setting alone is shadowed, beside the same policy without
+# it in the same run (no --shadow).
+run_bench("policy shadow=" --gen-length 8 --threads 1 --decoding window:w=4,threshold=0.01
+          --policy entropy:tau=inf,k=2 --policy entropy:tau=inf,k=2,shadow=1)
+if(NOT out MATCHES "\"params\":{\"k\":2,\"tau\":\"inf\"}[^\n]*\"samples\":0,"
+   OR NOT out MATCHES "\"params\":{\"k\":2,\"shadow\":1[.0]*,\"tau\":\"inf\"}[^\n]*\"samples\":[1-9]")
+  message(FATAL_ERROR "expected the plain row without samples and the shadow=1 row with:\n${out}")
+endif()
 execute_process(
   COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --shadow 1 --shadow-budget 0
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
