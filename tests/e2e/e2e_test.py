@@ -313,7 +313,10 @@ class E2ETest(unittest.TestCase):
             self.assertEqual(rec["status"], "DEADLINE_EXCEEDED")
             if "finish_reason" in rec:
                 break
-        self.assertEqual(rec["finish_reason"], "deadline")
+        # The client's deadline also cancels the call on the server (gRPC), racing the
+        # engine's own deadline check: the status is DEADLINE_EXCEEDED either way, the
+        # engine's finish reason is whichever came first.
+        self.assertIn(rec["finish_reason"], ("deadline", "cancelled"))
         self.assertLess(rec["steps"], LONG_TOKENS)
         self.generate_json(s, "Hi")
 
