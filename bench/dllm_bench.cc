@@ -434,7 +434,9 @@ nlohmann::json PolicyParams(const CacheParams& c) {
 }
 
 // Summary of a setting's shadow samples (the same figures as the dllm_cache_shadow_* metrics).
-nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& samples, double rate) {
+// time_fraction: shadow time / the rest of the setting's wall time (wall_s), its throughput cost.
+nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& samples, double rate,
+                          double wall_s) {
   nlohmann::json j;
   j["rate"] = Round(rate, 6);
   j["samples"] = samples.size();
@@ -468,6 +470,7 @@ nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& sampl
   }
   j["mean_kv_drift"] = d;
   j["shadow_s"] = Round(seconds, 3);
+  j["time_fraction"] = wall_s > seconds ? Round(seconds / (wall_s - seconds), 4) : 0.0;
   j["tau_scale"] = samples.empty() ? 1.0 : Round(samples.back().tau_scale, 5);
   return j;
 }
@@ -658,11 +661,23 @@ int Main(int argc, char** argv) {
   options.cpu_threads = threads;
   options.max_new_tokens_limit = std::max(1024, gen_length);
   options.kv_budget_bytes = int64_t{8} << 30;
+  std::vector<CacheParams> caches;
+  std::vector<std::string> cache_specs;
+  bool has_none = false;
+  for (const std::string& p : policies) {
+    caches.push_back(ParsePolicy(p));
+    cache_specs.push_back(p);
+    has_none |= caches.back().policy == CachePolicyKind::kNone;
+  }
+  if (!has_none) {
+    caches.insert(caches.begin(), CacheParams{});
+    cache_specs.insert(cache_specs.begin(), "none");
+  }
   ShadowCollector collector;
   // A policy's own shadow=RATE (side by side with the same policy without it) needs the
   // same observer and bounded window as --shadow.
-  const bool shadows = shadow >= 0 || std::any_of(policies.begin(), policies.end(), [](auto& p) {
-                         return ParsePolicy(p).shadow_sample_rate.has_value();
+  const bool shadows = shadow >= 0 || std::any_of(caches.begin(), caches.end(), [](auto& c) {
+                         return c.shadow_sample_rate.has_value();
                        });
   if (shadows) options.observer = &collector;
   options.shadow_max_time_fraction = shadow_budget;
@@ -706,18 +721,6 @@ int Main(int argc, char** argv) {
   }
 
   if (decodings.empty()) decodings.push_back("");
-  std::vector<CacheParams> caches;
-  std::vector<std::string> cache_specs;
-  bool has_none = false;
-  for (const std::string& p : policies) {
-    caches.push_back(ParsePolicy(p));
-    cache_specs.push_back(p);
-    has_none |= caches.back().policy == CachePolicyKind::kNone;
-  }
-  if (!has_none) {
-    caches.insert(caches.begin(), CacheParams{});
-    cache_specs.insert(cache_specs.begin(), "none");
-  }
   int sweep_k = 32;
   for (const CacheParams& c : caches)
     if (c.policy == CachePolicyKind::kEntropy) {
@@ -804,11 +807,10 @@ int Main(int argc, char** argv) {
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
       if (shadows) {
-        j["shadow"] = ShadowJson(samples, setting.cache.shadow_sample_rate.value_or(
-                                              static_cast<float>(std::max(shadow, 0.0))));
-        const double shadow_s = j["shadow"]["shadow_s"].get<double>();
-        j["shadow"]["time_fraction"] =
-            r.wall_s > shadow_s ? Round(shadow_s / (r.wall_s - shadow_s), 4) : 0.0;
+        j["shadow"] = ShadowJson(
+            samples,
+            setting.cache.shadow_sample_rate.value_or(static_cast<float>(std::max(shadow, 0.0))),
+            r.wall_s);
       }
       std::cout << j.dump() << std::endl;
       if (shadow_csv.is_open()) {
@@ -837,8 +839,7 @@ int Main(int argc, char** argv) {
             << (base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0);
         // Cache-quality columns stay empty without --shadow (and drift cells for regions
         // that no sampled step had).
-        const nlohmann::json q =
-            shadows ? ShadowJson(samples, std::max(shadow, 0.0)) : nlohmann::json();
+        const nlohmann::json q = shadows ? j["shadow"] : nlohmann::json();
         csv << "," << (q.is_null() ? "" : absl::StrCat(q["samples"].get<size_t>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mismatch_rate"].get<double>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mean_kl"].get<double>()));
