@@ -123,18 +123,23 @@ class LongformSuiteTest(unittest.TestCase):
                                  keys.split(", "))
                 self.assertEqual(" ".join(ln.split("=")[1] for ln in trace[1:]), x["final"])
             elif f == "count":
-                # Four words of the list per line, in order, with the running tally.
+                # Four words of the list per line, in order, each with the running tally.
                 m = re.fullmatch(r"How many times does (\w+) appear in: (.*)\?", q)
                 target, words = m.group(1), m.group(2).split()
-                tally = 0
+                written, tallies = [], []
                 for i, ln in enumerate(trace):
-                    head, chunk_tally = ln.split(" -> ")
-                    chunk = head.split(": ", 1)[1].split()
-                    self.assertEqual(chunk, words[4 * i:4 * i + 4])
-                    tally += chunk.count(target)
-                    self.assertEqual(int(chunk_tally), tally)
+                    head, steps = ln.split(": ", 1)
+                    self.assertEqual(head, str(i + 1))
+                    pairs = steps.split()
+                    self.assertIn(len(pairs), (2, 4, 6, 8))
+                    written += pairs[0::2]
+                    tallies += [int(t) for t in pairs[1::2]]
+                    self.assertTrue(all(len(t) == 2 for t in pairs[1::2]), ln)
+                self.assertEqual(written, words)
+                self.assertEqual(tallies, [words[:j + 1].count(target)
+                                           for j in range(len(words))])
                 self.assertIn(4 * len(trace) - len(words), range(4))
-                self.assertEqual(f"{tally:02d}", x["final"])
+                self.assertEqual(f"{tallies[-1]:02d}", x["final"])
 
     def test_answer_layout_is_fixed_by_the_question(self):
         # Where each token of an answer falls depends only on the question's shape (digits as

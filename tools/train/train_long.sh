@@ -32,7 +32,7 @@ for name in "${names[@]}"; do
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr 8e-4 --warmup 500 \
     --max-steps 60000 --curriculum-steps 2500 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
-    --family-weights mul=1.5,reverse=1.5,lookup=1.5,count=1.5 \
+    --family-weights mul=1.5,lookup=3,count=3 \
     --val-items 18 --eval-batch 3 --eval-every 1500 --ckpt-minutes 5 --minutes 100000 \
     "${start[@]}" --resume >> "$state_root/$name.log" 2>&1 < /dev/null &)
   echo "$name: started, log $state_root/$name.log"
