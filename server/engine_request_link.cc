@@ -13,7 +13,7 @@ void EngineRequestLink::Bind(Engine* engine, RequestId id, absl::Time deadline) 
     deadline_ = deadline;
     cancel_now = cancelled_;
   }
-  if (cancel_now && absl::Now() < deadline) engine->Cancel(id);
+  if (cancel_now && ForwardsCancel(absl::Now(), deadline)) engine->Cancel(id);
 }
 
 void EngineRequestLink::Cancel() {
@@ -28,7 +28,11 @@ void EngineRequestLink::Cancel() {
     id = id_;
     deadline = deadline_;
   }
-  if (engine != nullptr && absl::Now() < deadline) engine->Cancel(id);
+  if (engine != nullptr && ForwardsCancel(absl::Now(), deadline)) engine->Cancel(id);
+}
+
+bool EngineRequestLink::ForwardsCancel(absl::Time now, absl::Time deadline) {
+  return now < deadline - kDeadlineSlack;
 }
 
 bool EngineRequestLink::cancelled() const {

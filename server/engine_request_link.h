@@ -3,8 +3,12 @@
 //
 // gRPC also reports an expired deadline through OnCancel. The engine ends such a request by
 // itself at its next step (GenerationRequest::deadline is the call's deadline) with
-// DEADLINE_EXCEEDED rather than CANCELLED, so only a cancellation before the deadline is
-// forwarded to the engine.
+// DEADLINE_EXCEEDED rather than CANCELLED, so only a cancellation more than kDeadlineSlack
+// before the deadline is forwarded to the engine. The client's own deadline timer fires
+// slightly before the server's (see cancelled_by_deadline), and forwarding that cancellation
+// made the engine report finish reason `cancelled` for what the client saw as
+// DEADLINE_EXCEEDED; left to the engine, such a request runs at most kDeadlineSlack plus one
+// step longer and ends as `deadline` in the reply, the log and the metrics alike.
 //
 // Thread-safety: all methods are thread-safe (gRPC's OnCancel runs on any thread).
 #ifndef DLLM_SERVER_ENGINE_REQUEST_LINK_H_
@@ -30,6 +34,9 @@ class EngineRequestLink {
   // which is what the client sees. A genuine cancel inside the slack is reported the same way.
   bool cancelled_by_deadline() const;
   static constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
+  // Whether a cancellation at `now` is the caller's (forwarded to the engine) rather than
+  // the deadline's (left to the engine's own deadline check).
+  static bool ForwardsCancel(absl::Time now, absl::Time deadline);
 
  private:
   mutable absl::Mutex mu_;

@@ -322,11 +322,18 @@ TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
   options.observer = &observer;
   {
     Harness h(false, options);
-    std::vector<std::shared_ptr<CollectSink>> sinks;
-    for (int i = 0; i < 5; ++i) {
+    // The first request holds the worker inside its step 0 until the other four are queued,
+    // so that the budget, not the submitting thread's timing, decides how many run at once
+    // (without it a fast worker could finish each request before the next arrived).
+    absl::Notification entered, release;
+    std::vector<std::shared_ptr<CollectSink>> sinks = {BlockingSink(&entered, &release)};
+    REQUIRE(h.engine->Submit(Request(DecodingParams{}), sinks.back()).ok());
+    entered.WaitForNotification();
+    for (int i = 0; i < 4; ++i) {
       sinks.push_back(std::make_shared<CollectSink>());
       REQUIRE(h.engine->Submit(Request(DecodingParams{}), sinks.back()).ok());
     }
+    release.Notify();
     for (auto& s : sinks) CHECK(s->Wait().status.ok());
     // Larger than the whole budget: rejected up front.
     auto too_big =
