@@ -135,8 +135,8 @@ class FakeEngine : public Engine {
   }
 
  private:
-  void Run(RequestId id, const GenerationRequest& request, std::shared_ptr<EventSink> sink,
-           std::shared_ptr<std::atomic<bool>> cancelled) {
+  void Run(RequestId id, const GenerationRequest& request, const std::shared_ptr<EventSink>& sink,
+           const std::shared_ptr<std::atomic<bool>>& cancelled) {
     const absl::Time start = absl::Now();
     FinalEvent final_event;
     final_event.reason = FinishReason::kLength;

@@ -75,7 +75,7 @@ std::vector<Mode> AllModes() {
 }
 
 struct Harness {
-  explicit Harness(bool dream = false, EngineOptions options = {},
+  explicit Harness(bool dream = false, const EngineOptions& options = {},
                    const testing::FakeRowFn& fn = testing::HashRow) {
     auto executor = std::make_unique<FakeExecutor>(options.kv_budget_bytes, fn);
     fake = executor.get();
@@ -318,7 +318,8 @@ TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
   } observer;
   EngineOptions options;
   options.max_batch_sequences = 8;
-  options.kv_budget_bytes = 2 * (5 + 32) * testing::kFakeBytesPerPosition;  // two sequences
+  options.kv_budget_bytes =
+      int64_t{2} * (5 + 32) * testing::kFakeBytesPerPosition;  // two sequences
   options.observer = &observer;
   {
     Harness h(false, options);
