@@ -61,8 +61,8 @@ TEST_CASE("EngineRequestLink: a cancel before Bind is forwarded at Bind") {
 TEST_CASE("EngineRequestLink: the deadline's own cancel is left to the engine") {
   // The client's deadline timer fires just before the server's: within the slack the
   // cancellation is the deadline's, and the engine must end the request as `deadline`.
-  for (absl::Duration before : {absl::Milliseconds(50), absl::ZeroDuration(),
-                                -absl::Milliseconds(20)}) {
+  for (absl::Duration before :
+       {absl::Milliseconds(50), absl::ZeroDuration(), -absl::Milliseconds(20)}) {
     FakeEngine engine;
     EngineRequestLink link;
     absl::StatusOr<RequestId> id = engine.Submit(LongRequest(), std::make_shared<NullSink>());
