@@ -11,6 +11,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "server/engine_request_link.h"
 #include "server/reactor_order.h"
+#include "server/refusal_status.h"
 #include "server/request_decoding.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
@@ -56,18 +57,10 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& buffer, google::protobuf::Mes
   return ParseRequestBytes(*bytes, out);
 }
 
-// The status of a request whose bytes could not be decoded. A call that already ended (its
-// deadline passed or the client cancelled while it waited for a thread under load) is counted
-// as what its client sees, not as a malformed request.
-grpc::Status DecodeFailure(grpc::CallbackServerContext* context, const absl::Status& decoded) {
-  if (absl::Now() >= CallDeadline(context)) {
-    return ToGrpcStatus(
-        absl::DeadlineExceededError("deadline exceeded before the request was read"));
-  }
-  if (context->IsCancelled()) {
-    return ToGrpcStatus(absl::CancelledError("cancelled before the request was read"));
-  }
-  return ToGrpcStatus(decoded);
+// The status a refused call is counted with (see refusal_status.h).
+grpc::Status CountedRefusal(grpc::CallbackServerContext* context, const absl::Status& refusal) {
+  return ToGrpcStatus(
+      RefusalStatus(absl::Now(), CallDeadline(context), context->IsCancelled(), refusal));
 }
 
 // ---------------------------------------------------------------- unary Generate
@@ -82,12 +75,12 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishCall(DecodeFailure(context, decoded), nullptr, log_id);
+      call->FinishCall(CountedRefusal(context, decoded), nullptr, log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
-      call->FinishCall(ToGrpcStatus(admitted.status()), nullptr, log_id);
+      call->FinishCall(CountedRefusal(context, admitted.status()), nullptr, log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;
@@ -159,12 +152,12 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishWithoutEngine(DecodeFailure(context, decoded), log_id);
+      call->FinishWithoutEngine(CountedRefusal(context, decoded), log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
-      call->FinishWithoutEngine(ToGrpcStatus(admitted.status()), log_id);
+      call->FinishWithoutEngine(CountedRefusal(context, admitted.status()), log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;
