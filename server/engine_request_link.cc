@@ -42,7 +42,8 @@ bool EngineRequestLink::cancelled() const {
 
 bool EngineRequestLink::cancelled_by_deadline() const {
   absl::MutexLock lock(&mu_);
-  return cancelled_ && cancel_time_ >= deadline_ - kDeadlineSlack;
+  // The same line as ForwardsCancel: a cancellation is the caller's or the deadline's.
+  return cancelled_ && !ForwardsCancel(cancel_time_, deadline_);
 }
 
 }  // namespace dllm
