@@ -11,6 +11,9 @@ bf16-rounded validation and the saved model folder are shared):
 - Sequences of different lengths are right-padded; padding keys are masked out of attention.
 - Curriculum over the first --curriculum-steps steps: item sizes grow from 20% to 100% of
   their range (longform `level`) and few-shot examples from 0 to the splits' 2-6.
+- --shots MIN,MAX: the few-shot range after the curriculum (default the splits' 2,6). Fewer
+  shots make shorter sequences, so a drill of one family gets more of its items per second;
+  prompts still hold >= longform.PROMPT_MIN tokens (items add shots until they do).
 - --shot-mask-prob: that fraction of sequences also masks (at the same rate) the answers of
   the solved examples inside the prompt, so one forward pass trains on 2-6x more answer
   tokens; the rest is the plain SFT objective (prompt never masked).
@@ -56,11 +59,11 @@ log = train.log
 _SHOT_RX = re.compile(r"A: (.*?\n#### [^\n]*)", re.S)
 
 
-def curriculum(step, steps):
-    """(level, (min shots, max shots), prompt range) at `step`."""
+def curriculum(step, steps, shots=(2, 6)):
+    """(level, (min shots, max shots), prompt range) at `step`; `shots` once it is done."""
     q = 1.0 if steps <= 0 else min(1.0, step / steps)
     if q >= 1.0:
-        return 1.0, (2, 6), (longform.PROMPT_MIN, longform.PROMPT_MAX)
+        return 1.0, shots, (longform.PROMPT_MIN, longform.PROMPT_MAX)
     hi = int(round(6 * q))
     return 0.2 + 0.8 * q, (min(hi, 2 if q >= 0.5 else 0), hi), (0, longform.PROMPT_MAX)
 
@@ -87,7 +90,7 @@ def encode_item(tok, family, sp, item, g_len):
 
 def superstep_batches(k, args, tok, family, sp, exclude, weights):
     """The 4 batches of steps 4k..4k+3: lists of (ids, plen, shot mask)."""
-    level, shots, prange = curriculum(4 * k, args.curriculum_steps)
+    level, shots, prange = curriculum(4 * k, args.curriculum_steps, args.shots)
     st = longform.stream(args.seed * 1_000_003 + k, exclude, weights, level=lambda: level,
                          shots=lambda: shots, prompt_range=prange)
     enc = []
@@ -252,6 +255,8 @@ def save_state(path, model, opt, step, extra):
 
 
 def run(args):
+    if not 0 <= args.shots[0] <= args.shots[1]:
+        raise SystemExit(f"--shots {args.shots}: want 0 <= MIN <= MAX")
     t_start = time.time()
     torch.set_num_threads(args.threads)
     family, g_len = args.family, args.gen_length
@@ -423,7 +428,7 @@ def run(args):
                 f"(batch {args.batch}, last length {n})")
             return
         if step % 25 == 0:
-            level, shots, _ = curriculum(step, args.curriculum_steps)
+            level, shots, _ = curriculum(step, args.curriculum_steps, args.shots)
             log(f"step {step} loss {ema_loss:.4f} lr {opt.param_groups[0]['lr']:.2e} "
                 f"level {level:.2f} shots {shots} len {n} "
                 f"{(time.time() - t_train) / (step - step0):.2f}s/step "

@@ -3,6 +3,7 @@
 
 Run: /usr/bin/python3 -m unittest tools/train/test_longform.py   (from the repo root)
 """
+import itertools
 import os
 import random
 import re
@@ -210,6 +211,18 @@ class LongformSuiteTest(unittest.TestCase):
             prev = (level, hi)
         self.assertEqual(longtrain.curriculum(2500, 2500),
                          (1.0, (2, 6), (longform.PROMPT_MIN, longform.PROMPT_MAX)))
+        # A drill's shot range (--shots) applies once the curriculum is done; items still
+        # reach the prompt minimum, adding shots up to the range's maximum to get there.
+        self.assertEqual(longtrain.curriculum(3000, 2500, (0, 2))[1], (0, 2))
+        self.assertEqual(longtrain.curriculum(1500, 2500, (0, 2))[1], (2, 4))
+        # (make_item's length estimate counts 2 tokens per separator, hence the slack.)
+        st = longform.stream(11, frozenset(), level=lambda: 1.0, shots=lambda: (0, 2))
+        n_shots = []
+        for it in itertools.islice(st, 60):
+            n_shots.append(it["prompt"].count("\nA: "))
+            self.assertGreaterEqual(longform.approx_tokens(it["prompt"]), longform.PROMPT_MIN - 8)
+        self.assertLessEqual(max(n_shots), 2)
+        self.assertEqual(min(n_shots), 0)
         r = random.Random(5)
         for _ in range(200):  # level 0.2 items are short
             it = longform.make_item(r, r.choice(longform.FAMILIES), 0.2, (0, 0), (0, 400))

@@ -168,6 +168,8 @@ def main():
     long.add_argument("--val-items", type=int, default=36)
     long.add_argument("--eval-batch", type=int, default=36)
     long.add_argument("--curriculum-steps", type=int, default=3000)
+    long.add_argument("--shots", default="2,6", type=lambda v: tuple(int(x) for x in v.split(",")),
+                      help="few-shot examples per item after the curriculum: MIN,MAX")
     long.add_argument("--shot-mask-prob", type=float, default=0.5)
     long.add_argument("--block-mask-prob", type=float, default=0.0,
                       help="fraction of sequences masked like block decoding sees them")
