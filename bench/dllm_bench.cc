@@ -81,6 +81,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -758,6 +759,13 @@ int Main(int argc, char** argv) {
       csv << ",drift_" << ShadowRegionName(r);
     csv << "\n";
   }
+  // The sweep CSV's data rows of each decoding (0-based, contiguous): one plotted series each.
+  struct SweepSeries {
+    std::string decoding;
+    int first_row = 0, rows = 0;
+  };
+  std::vector<SweepSeries> sweep_series;
+  int sweep_rows = 0;
   for (const std::string& dspec : decodings) {
     const DecodingParams decoding =
         dspec.empty() ? [&] {
@@ -833,6 +841,10 @@ int Main(int argc, char** argv) {
         }
       }
       if (s >= caches.size() && csv.is_open()) {
+        if (sweep_series.empty() || sweep_series.back().decoding != dname)
+          sweep_series.push_back({dname, sweep_rows, 0});
+        ++sweep_series.back().rows;
+        ++sweep_rows;
         csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
             << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","
             << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << ","
@@ -856,6 +868,10 @@ int Main(int argc, char** argv) {
   (*engine)->Drain(absl::Seconds(5));
   if (csv.is_open()) {
     csv.close();
+    if (sweep_series.empty()) {
+      std::cerr << "dllm-bench: every sweep setting was rejected; no plot\n";
+      return 0;
+    }
     const std::string script = sweep_out + ".gp";
     std::ofstream gp(script);
     gp << "set terminal png size 900,600\n"
@@ -865,8 +881,21 @@ int Main(int argc, char** argv) {
        << "set xlabel 'speedup vs baseline (" << baseline_spec << ")'\n"
        << "set ylabel 'accuracy'\n"
        << "set title 'EntropyCache: accuracy vs speed (labels: tau)'\n"
-       << "plot '" << sweep_out << ".csv' using 9:4 with linespoints title 'entropy', '' using "
-       << "9:4:(sprintf('%.2f',$2)) with labels offset 1,1 notitle\n";
+       << "set termoption noenhanced\n"
+       << "set key bottom right\n"
+       << "plot";
+    // One line per decoding; its tau labels above (even series) or below (odd) the points.
+    for (size_t i = 0; i < sweep_series.size(); ++i) {
+      const SweepSeries& ss = sweep_series[i];
+      const std::string rows =
+          absl::StrCat(" every ::", ss.first_row, "::", ss.first_row + ss.rows - 1);
+      gp << (i ? ", \\\n " : " ") << "'" << sweep_out << ".csv'" << rows
+         << " using 9:4 with linespoints title '" << absl::StrReplaceAll(ss.decoding, {{"'", "''"}})
+         << "', '" << sweep_out << ".csv'" << rows
+         << " using 9:4:(sprintf('%.2f',$2)) with labels offset 0," << (i % 2 ? -1 : 1)
+         << " notitle";
+    }
+    gp << "\n";
     gp.close();
     const std::string cmd = "gnuplot '" + script + "'";
     if (std::system(cmd.c_str()) != 0)

@@ -46,6 +46,12 @@ endif()
 if(NOT EXISTS ${OUT}.csv)
   message(FATAL_ERROR "no sweep CSV")
 endif()
+# The plot draws one line per decoding: CSV data rows 0-2 (block) and 3-5 (window).
+file(READ ${OUT}.gp gp)
+if(NOT gp MATCHES "every ::0::2 using 9:4 with linespoints title 'block:block_length=4'"
+   OR NOT gp MATCHES "every ::3::5 using 9:4 with linespoints title 'window:w=4,threshold=0.01'")
+  message(FATAL_ERROR "expected one plotted series per decoding in ${OUT}.gp:\n${gp}")
+endif()
 message(STATUS "${out}")
 
 # --shadow: every setting carries its shadow summary; partial-step settings have samples, the
