@@ -520,5 +520,46 @@ class ResumeTest(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
+class ProbeTest(unittest.TestCase):
+    """tools/train/probe_long.py: its table positions and its attention recorder."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.snapshot = os.path.join(common.HERE, "warm_start", "llada-long")
+        if not os.path.isdir(cls.snapshot):
+            raise unittest.SkipTest("no llada-long warm-start snapshot committed")
+        import probe_long
+        cls.probe = probe_long.Probe(cls.snapshot)
+        cls.items = [x for x in longform.load_jsonl(os.path.join(
+            common.ROOT, "tools", "tasks", "data_long", "val.jsonl")) if x["family"] == "lookup"]
+
+    def test_table_entries_are_the_tables_key_value_pairs(self):
+        import probe_long
+        for it in self.items[:10]:
+            table = dict(re.findall(r"(\d\d)=(\d{3})", it["prompt"].split("\n")[0]))
+            pp = self.probe.pieces(common.prompt_ids(self.probe.tok, "llada", it["prompt"]))
+            entries = probe_long.table_entries(pp)
+            self.assertEqual(set(entries), set(table))
+            for key, span in entries.items():
+                self.assertEqual("".join(pp[span[0]:span[0] + 7]), f" {key}={table[key]}")
+
+    def test_attention_recorder_keeps_the_forward_and_restores_it(self):
+        import torch
+        import probe_long
+        from common import modeling
+        orig = modeling.Block.attention
+        x = torch.tensor(common.prompt_ids(self.probe.tok, "llada", self.items[0]["prompt"]))[None]
+        with torch.no_grad():
+            want = self.probe.model(x)
+            with probe_long.AttentionRecorder() as rec:
+                got = self.probe.model(x)
+        self.assertIs(modeling.Block.attention, orig)
+        self.assertTrue(torch.equal(want, got))
+        self.assertEqual(len(rec.maps), len(self.probe.model.blocks))
+        for m in rec.maps:
+            self.assertEqual(tuple(m.shape[1:]), (x.shape[1], x.shape[1]))
+            self.assertTrue(torch.allclose(m.sum(-1), torch.ones(m.shape[:2]), atol=1e-5))
+
+
 if __name__ == "__main__":
     unittest.main()
