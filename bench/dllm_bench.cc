@@ -66,6 +66,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -909,4 +910,15 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace dllm
 
-int main(int argc, char** argv) { return dllm::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A bench run that throws (a malformed JSON task line, a full disk) says so and exits 1
+  // rather than aborting.
+  try {
+    return dllm::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "dllm-bench: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "dllm-bench: unknown exception\n";
+  }
+  return 1;
+}
