@@ -294,11 +294,21 @@ def stream(seed, exclude, weights=None, level=lambda: 1.0, shots=lambda: (2, 6),
         raise ValueError(f"unknown task families in weights: {sorted(unknown)}")
     if min(w) < 0 or sum(w) <= 0:
         raise ValueError(f"family weights must be >= 0 with a positive sum: {weights}")
+    misses = {f: 0 for f in FAMILIES}
     while True:
         f = r.choices(FAMILIES, weights=w)[0]
-        it = make_item(r, f, level(), shots(), prompt_range, exclude)
+        sh = shots()
+        it = make_item(r, f, level(), sh, prompt_range, exclude)
         if it is not None:
+            misses[f] = 0
             yield it
+            continue
+        # A family whose items cannot reach the prompt range with at most sh[1] shots (count
+        # with no shots) would otherwise make this loop spin forever.
+        misses[f] += 1
+        if misses[f] >= 1000:
+            raise ValueError(f"family {f}: no item fits prompts of {prompt_range} tokens "
+                             f"with {sh[0]}-{sh[1]} shots (1000 draws in a row)")
 
 
 _FINAL_RX = re.compile(r"^#### (.*)$", re.M)

@@ -223,6 +223,12 @@ class LongformSuiteTest(unittest.TestCase):
             self.assertGreaterEqual(longform.approx_tokens(it["prompt"]), longform.PROMPT_MIN - 8)
         self.assertLessEqual(max(n_shots), 2)
         self.assertEqual(min(n_shots), 0)
+        # A range no item of a family can meet is an error, not an endless loop.
+        st = longform.stream(11, frozenset(), {"count": 1, "add": 0, "sub": 0, "mul": 0,
+                                                "reverse": 0, "lookup": 0},
+                             shots=lambda: (0, 0))
+        with self.assertRaisesRegex(ValueError, "family count: no item fits"):
+            next(st)
         r = random.Random(5)
         for _ in range(200):  # level 0.2 items are short
             it = longform.make_item(r, r.choice(longform.FAMILIES), 0.2, (0, 0), (0, 400))
