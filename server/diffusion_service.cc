@@ -52,15 +52,18 @@ absl::StatusOr<std::string> BufferBytes(const grpc::ByteBuffer& buffer) {
 }
 
 absl::Status DecodeRequest(const grpc::ByteBuffer& buffer, google::protobuf::Message* out) {
+  // No payload at all (not an empty message, which is a valid buffer of zero bytes).
+  if (!buffer.Valid()) return absl::InvalidArgumentError("request: the call carried no message");
   absl::StatusOr<std::string> bytes = BufferBytes(buffer);
   if (!bytes.ok()) return bytes.status();
   return ParseRequestBytes(*bytes, out);
 }
 
-// The status a refused call is counted with (see refusal_status.h).
-grpc::Status CountedRefusal(grpc::CallbackServerContext* context, const absl::Status& refusal) {
-  return ToGrpcStatus(
-      RefusalStatus(absl::Now(), CallDeadline(context), context->IsCancelled(), refusal));
+// The status a refused call is counted with (see refusal_status.h); `raw` is its request.
+grpc::Status CountedRefusal(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
+                            const absl::Status& refusal) {
+  return ToGrpcStatus(RefusalStatus(absl::Now(), CallDeadline(context), context->IsCancelled(),
+                                    raw.Valid(), refusal));
 }
 
 // ---------------------------------------------------------------- unary Generate
@@ -75,12 +78,12 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishCall(CountedRefusal(context, decoded), nullptr, log_id);
+      call->FinishCall(CountedRefusal(context, *raw, decoded), nullptr, log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
-      call->FinishCall(CountedRefusal(context, admitted.status()), nullptr, log_id);
+      call->FinishCall(CountedRefusal(context, *raw, admitted.status()), nullptr, log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;
@@ -152,12 +155,12 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     const absl::Status decoded = DecodeRequest(*raw, &request);
     const std::string log_id = service->LogId(request);
     if (!decoded.ok()) {
-      call->FinishWithoutEngine(CountedRefusal(context, decoded), log_id);
+      call->FinishWithoutEngine(CountedRefusal(context, *raw, decoded), log_id);
       return call.get();
     }
     absl::StatusOr<DiffusionService::Admitted> admitted = service->Admit(context, request, log_id);
     if (!admitted.ok()) {
-      call->FinishWithoutEngine(CountedRefusal(context, admitted.status()), log_id);
+      call->FinishWithoutEngine(CountedRefusal(context, *raw, admitted.status()), log_id);
       return call.get();
     }
     call->request_id_ = admitted->request.id;

@@ -1,6 +1,7 @@
 // Drives DiffusionService over a real gRPC channel on loopback against FakeEngine.
 #include "server/diffusion_service.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <prometheus/text_serializer.h>
 
@@ -46,6 +47,7 @@ class Harness {
   }
 
   v1::DiffusionLM::Stub& stub() { return *stub_; }
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
   FakeEngine& engine() { return engine_; }
   DiffusionService& service() { return *service_; }
   std::string log() { return log_.str(); }
@@ -196,6 +198,8 @@ TEST_CASE("service: bad requests are INVALID_ARGUMENT naming the field") {
   CHECK_THAT(st.error_message(), Catch::Contains("limits.max_prompt_tokens (4)"));
   st = call(v1::GenerateRequest());
   CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  // An empty message is a message (zero bytes): its error names the field, not its absence.
+  CHECK_THAT(st.error_message(), !Catch::Contains("carried no message"));
   // Streaming uses the same validation.
   grpc::ClientContext context;
   auto reader = h.stub().GenerateStream(&context, Prompt("x", 17));
@@ -204,6 +208,52 @@ TEST_CASE("service: bad requests are INVALID_ARGUMENT naming the field") {
   CHECK(reader->Finish().error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(h.engine().submitted().empty());
   CHECK(h.RequestsWithStatus("INVALID_ARGUMENT") == 4);
+}
+
+// A unary call that half-closes without its message (what gRPC hands the server when a
+// client gives up before sending it), with the given deadline (none when infinite).
+grpc::Status CallWithoutMessage(Harness& h, absl::Duration timeout) {
+  grpc::GenericStub generic(h.channel());
+  grpc::ClientContext context;
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      generic.PrepareCall(&context, "/dllm.v1.DiffusionLM/Generate", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto wait = [&](int want) {
+    REQUIRE(cq.Next(&tag, &ok));
+    REQUIRE(tag == reinterpret_cast<void*>(want));
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  wait(1);
+  call->WritesDone(reinterpret_cast<void*>(2));
+  wait(2);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(3));
+  wait(3);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+TEST_CASE("service: a call without its message is refused, or counted as its deadline") {
+  Harness h;
+  // No deadline: the client is still there and is told what is wrong.
+  grpc::Status st = CallWithoutMessage(h, absl::InfiniteDuration());
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(st.error_message(), Catch::Contains("carried no message"));
+  CHECK(h.RequestsWithStatus("INVALID_ARGUMENT") == 1);
+  // Within the slack of its deadline: a client that gave up before sending the message, and
+  // counted as what it saw (a storm of 50 ms calls counted 4 of ~10,000 as INVALID_ARGUMENT).
+  st = CallWithoutMessage(h, EngineRequestLink::kDeadlineSlack / 2);
+  CHECK(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  CHECK(h.RequestsWithStatus("DEADLINE_EXCEEDED") == 1);
+  CHECK(h.RequestsWithStatus("INVALID_ARGUMENT") == 1);
+  CHECK(h.engine().submitted().empty());
 }
 
 TEST_CASE("service: bearer tokens are enforced") {
