@@ -766,7 +766,6 @@ int Main(int argc, char** argv) {
     int first_row = 0, rows = 0;
   };
   std::vector<SweepSeries> sweep_series;
-  int sweep_rows = 0;
   for (const std::string& dspec : decodings) {
     const DecodingParams decoding =
         dspec.empty() ? [&] {
@@ -842,10 +841,12 @@ int Main(int argc, char** argv) {
         }
       }
       if (s >= caches.size() && csv.is_open()) {
-        if (sweep_series.empty() || sweep_series.back().decoding != dname)
-          sweep_series.push_back({dname, sweep_rows, 0});
+        if (sweep_series.empty() || sweep_series.back().decoding != dname) {
+          const int next_row =
+              sweep_series.empty() ? 0 : sweep_series.back().first_row + sweep_series.back().rows;
+          sweep_series.push_back({dname, next_row, 0});
+        }
         ++sweep_series.back().rows;
-        ++sweep_rows;
         csv << '"' << dname << '"' << "," << setting.cache.entropy_threshold << ","
             << setting.cache.recent_k << "," << r.accuracy << "," << r.tokens_per_s << ","
             << speedup << "," << r.full_step_ratio << "," << r.rows_per_step << ","
