@@ -37,7 +37,7 @@
 //
 // Tasks with a "final" field (the long-form suite, tools/tasks/longform.py) are scored on the
 // answer's last line starting with "#### " (its text must equal "final"); others on the
-// whole answer.
+// whole answer. Tasks with a "family" field are also scored per family (accuracy_by_family).
 //
 // --sweep tau=a:b:n (or tau=t1,t2,... for an explicit list) additionally runs the entropy
 // policy at n thresholds from a to b (k from the first entropy --policy, else 32) and writes
@@ -97,7 +97,8 @@ namespace {
 struct Task {
   std::string prompt;
   std::string answer;
-  std::string final;  // non-empty: score the "#### " line against it (long-form tasks)
+  std::string final;   // non-empty: score the "#### " line against it (long-form tasks)
+  std::string family;  // non-empty: also counted in the row's accuracy_by_family
 };
 
 struct Setting {
@@ -128,6 +129,7 @@ class ShadowCollector final : public EngineObserver {
 
 struct Result {
   double accuracy = 0;
+  std::map<std::string, std::pair<int, int>> by_family;  // family -> (correct, tasks)
   double tokens_per_s = 0;
   double wall_s = 0;
   double full_step_ratio = 0;
@@ -367,12 +369,19 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
     }
     for (size_t i = begin; i < end; ++i) {
       const FinalEvent& f = sinks[i - begin]->Wait();
+      // A failed request counts as a wrong answer, in its family as in the total.
+      std::pair<int, int>* family =
+          tasks[i].family.empty() ? nullptr : &r.by_family[tasks[i].family];
+      if (family) ++family->second;
       if (!f.status.ok()) {
         ++r.errors;
         std::cerr << "request " << i << ": " << f.status << "\n";
         continue;
       }
-      correct += Correct(tasks[i], f.text) ? 1 : 0;
+      if (Correct(tasks[i], f.text)) {
+        ++correct;
+        if (family) ++family->first;
+      }
       r.tokens += f.stats.generated_tokens;
       steps += f.stats.steps;
       full += f.stats.full_steps;
@@ -530,6 +539,8 @@ nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Resu
   j["gen_length"] = gen_length;
   j["batch"] = batch;
   j["accuracy"] = Round(r.accuracy, 4);
+  for (const auto& [family, counts] : r.by_family)
+    j["accuracy_by_family"][family] = Round(double(counts.first) / counts.second, 4);
   j["tokens_per_s"] = Round(r.tokens_per_s, 2);
   j["steps_per_token"] = Round(r.steps_per_token, 4);
   j["full_step_ratio"] = Round(r.full_step_ratio, 4);
@@ -641,10 +652,11 @@ int Main(int argc, char** argv) {
         Die(absl::StrCat(tasks_path, ":", line_no,
                          ": expected {\"prompt\": str, \"answer\": str}"));
       }
-      Task task{j["prompt"], j["answer"], ""};
-      if (j.contains("final")) {
-        if (!j["final"].is_string()) Die(absl::StrCat(tasks_path, ":", line_no, ": bad final"));
-        task.final = j["final"];
+      Task task{j["prompt"], j["answer"], "", ""};
+      for (auto [key, field] : {std::pair{"final", &task.final}, {"family", &task.family}}) {
+        if (!j.contains(key)) continue;
+        if (!j[key].is_string()) Die(absl::StrCat(tasks_path, ":", line_no, ": bad ", key));
+        *field = j[key];
       }
       tasks.push_back(std::move(task));
       if (limit > 0 && static_cast<int>(tasks.size()) >= limit) break;

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Markdown table of dllm-bench JSON rows (one per setting, as `scripts/bench-long` writes
+them), so that the README's benchmark table is the output of one command.
+
+Columns: the setting (decoding, then cache policy and its parameters), accuracy (and per
+family when the tasks carry one), tokens/s, speed-up against the run's baseline, steps per
+generated token, rows per step, full-step ratio, the share of step time spent in full steps,
+ms per full / partial step and the cache decision's share of wall time. Rows that dllm-bench
+reports as rejected (an "error" field) are listed under the table with their error.
+
+Usage: bench/bench_table.py ROWS.jsonl   (or rows on stdin)
+"""
+import json
+import sys
+
+
+def setting_name(row):
+    """`vanilla` for the baseline row, else e.g. `window 32 + threshold 0.9, entropy tau=0.5
+    k=32`."""
+    if "baseline" in row:
+        return f"{row['baseline']} (baseline)"
+    d = row["decoding"]
+    parts = [d["schedule"]]
+    if "block_length" in d:
+        parts[0] += f" {d['block_length']}"
+    if "window" in d:
+        parts[0] += f" {d['window']}"
+    if "threshold" in d:
+        parts.append(f"threshold {d['threshold']:g}")
+    elif d.get("steps"):
+        parts.append(f"{d['steps']} steps")
+    policy = row["policy"]
+    p = row.get("params", {})
+    order = [k for k in ("tau", "k", "n") if k in p] + sorted(set(p) - {"tau", "k", "n"})
+    params = " ".join(f"{k}={p[k]:g}" if isinstance(p[k], (int, float)) else f"{k}={p[k]}"
+                      for k in order)
+    return " + ".join(parts) + f", {policy}" + (f" {params}" if params else "")
+
+
+def accuracy_cell(row):
+    cell = f"{row['accuracy']:.3f}"
+    fam = row.get("accuracy_by_family")
+    if fam:
+        cell += " (" + ", ".join(f"{k} {v:.2f}" for k, v in sorted(fam.items())) + ")"
+    return cell
+
+
+COLUMNS = [
+    ("setting", setting_name),
+    ("accuracy", accuracy_cell),
+    ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
+    ("speed-up vs baseline", lambda r: f"{r['speedup_vs_baseline']:.2f}"),
+    ("steps/token", lambda r: f"{r['steps_per_token']:.3f}"),
+    ("rows/step", lambda r: f"{r['rows_per_step']:.0f}"),
+    ("full-step ratio", lambda r: f"{r['full_step_ratio']:.2f}"),
+    ("full-step time share", lambda r: f"{r['full_time_frac']:.2f}"),
+    ("ms/full step", lambda r: f"{r['ms_per_full_step']:.2f}"),
+    ("ms/partial step", lambda r: f"{r['ms_per_partial_step']:.2f}"),
+    ("decision overhead", lambda r: f"{100 * r['decision_overhead_frac']:.3f}%"),
+]
+
+
+def table(rows):
+    """The markdown lines for `rows` (parsed JSON objects, in run order)."""
+    ok = [r for r in rows if "error" not in r]
+    out = ["| " + " | ".join(name for name, _ in COLUMNS) + " |",
+           "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(cell(r) for _, cell in COLUMNS) + " |" for r in ok]
+    for r in rows:
+        if "error" in r:
+            out.append(f"\nrejected: {r['decoding']['schedule']} + {r['policy']}: {r['error']}")
+    if ok:
+        r = ok[0]
+        out.append(f"\n{r['tasks']} tasks, model {r['model']}, gen_length {r['gen_length']}, "
+                   f"batch {r['batch']}")
+    return out
+
+
+def main():
+    src = open(sys.argv[1], encoding="utf-8") if len(sys.argv) > 1 else sys.stdin
+    rows = []
+    for n, line in enumerate(src, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            sys.exit(f"bench_table: line {n}: not JSON ({e})")
+    if not rows:
+        sys.exit("bench_table: no rows")
+    try:
+        print("\n".join(table(rows)))
+    except KeyError as e:
+        sys.exit(f"bench_table: a row lacks {e} (not dllm-bench output?)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""bench/bench_table.py: the markdown table of dllm-bench rows (scripts/bench-long)."""
+import io
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "bench", "bench_table.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import bench_table  # noqa: E402
+
+
+def row(**kw):
+    r = {"model": "llada", "decoding": {"schedule": "block", "block_length": 32, "steps": 0,
+                                        "remasking": "low_confidence"},
+         "policy": "none", "params": {}, "tasks": 4, "gen_length": 192, "batch": 1,
+         "accuracy": 0.75, "tokens_per_s": 1234.5, "speedup_vs_baseline": 2.5,
+         "steps_per_token": 0.0581, "rows_per_step": 548.2, "full_step_ratio": 1.0,
+         "full_time_frac": 1.0, "ms_per_full_step": 46.1, "ms_per_partial_step": 0.0,
+         "decision_overhead_frac": 0.00002}
+    r.update(kw)
+    return r
+
+
+class BenchTableTest(unittest.TestCase):
+    def test_setting_names(self):
+        self.assertEqual(bench_table.setting_name(row(baseline="vanilla")), "vanilla (baseline)")
+        self.assertEqual(bench_table.setting_name(row()), "block 32, none")
+        r = row(decoding={"schedule": "window", "window": 32, "threshold": 0.9, "steps": 0},
+                policy="entropy", params={"k": 32, "tau": 0.5})
+        self.assertEqual(bench_table.setting_name(r), "window 32 + threshold 0.9, entropy tau=0.5 k=32")
+        r = row(decoding={"schedule": "timestep", "steps": 64, "eps": 0.001}, policy="interval",
+                params={"n": 8, "k": 16})
+        self.assertEqual(bench_table.setting_name(r), "timestep + 64 steps, interval k=16 n=8")
+
+    def test_table_cells_and_rejected_rows(self):
+        rows = [row(baseline="vanilla", speedup_vs_baseline=1.0,
+                    accuracy_by_family={"sub": 0.5, "add": 1.0}),
+                row(policy="dual", full_step_ratio=0.25, full_time_frac=0.61),
+                row(decoding={"schedule": "window", "window": 32, "steps": 0},
+                    policy="dual", error="INVALID_ARGUMENT: dual needs block")]
+        lines = bench_table.table(rows)
+        self.assertEqual(lines[0].count("|"), len(bench_table.COLUMNS) + 1)
+        self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 (add 1.00, sub 0.50) | "
+                         "1,234.5 | 1.00 | 0.058 | 548 | 1.00 | 1.00 | 46.10 | 0.00 | 0.002% |")
+        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 |", lines[3])
+        self.assertIn("| 0.25 | 0.61 |", lines[3])
+        self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 3)  # header + 2
+        self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block", "\n".join(lines))
+
+    def test_command_line_errors(self):
+        def run(text):
+            return subprocess.run([sys.executable, SCRIPT], input=text, capture_output=True,
+                                  text=True)
+        ok = run(json.dumps(row(baseline="vanilla")) + "\n\n")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("| vanilla (baseline) |", ok.stdout)
+        bad = run("{not json\n")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("line 1: not JSON", bad.stderr)
+        self.assertIn("no rows", run("").stderr)
+        self.assertIn("lacks 'schedule'", run('{"policy": "none", "decoding": {}}\n').stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
