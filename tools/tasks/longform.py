@@ -12,9 +12,10 @@ Five families (one item = question + trace + final answer):
 
   add      column addition of two 4-8 digit numbers, one line per column with the carry
   sub      column subtraction (a > b) of 4-8 digit numbers, one line per column with the borrow
-  mul      column multiplication of a 4-8 digit number by one digit, one line per column
   reverse  reverse a 30, 40 or 50 digit string in chunks of 10 taken from its end
   copy     copy a 30, 40 or 50 digit string in chunks of 10 taken from its start
+  swap     swap each pair of neighbouring digits of a 30, 40 or 50 digit string, in chunks
+           of 10 taken from its start
 
 Every trace line is meant to be found from local content, not by counting far: a masked
 diffusion model decodes in confidence order and has only relative positions (RoPE), and the
@@ -22,11 +23,11 @@ first version of this suite taught us what it cannot learn cheaply (models/READM
 v2"). So: every key is written with the same tokens in table, question and trace; the
 reversal's chunks run from the string's end and the final line concatenates the trace's
 right-hand sides in order; and sorting (a set retrieval over the whole list) gave way to
-multiplication.
+multiplication (itself dropped in v5).
 
 Every answer's layout is fixed by its question (suite v3): where each token of the answer
 falls depends only on the question's shape (how many digits, words or keys), never on a
-computed value. Column sums and products are always two digits (`=07`), subtraction always
+computed value. Column sums are always two digits (`=07`), subtraction always
 states the borrow it adds (`+00` or `+10`), the final carry line is always written, tallies
 are two digits, and numeric final answers are zero-padded to their widest value. A model that
 commits tokens in confidence order writes a line's frame (`, write`, `, carry`, the newline)
@@ -34,13 +35,17 @@ before its digits; in v2 a frame one token off (a sum of 10 where 9 was right) f
 digits to fit it, and most add/mul errors were such frames (models/README.md,
 "Suite v3").
 
-Suite v4 changed what lookup and count copied; suite v5 drops them for copy
-(models/README.md, "Suite v5"). Both need content retrieval (find the table entry whose key
-equals the asked key; compare each word with the target), and neither long model learned it
-in ~10^4 items of each: with everything but the answer visible, lookup values were at the
-digit prior and the attention on the right table entry equalled that on any other, and
-count's word-vs-target comparison was right 52-88% of the time. Every v5 family is found by
-position relative to the question or the previous trace line, which both models learned.
+Suite v4 changed what lookup and count copied; suite v5 drops them and multiplication for
+copy and swap (models/README.md, "Suite v5"). Lookup and count need content retrieval (find
+the table entry whose key equals the asked key; compare each word with the target), and
+neither long model learned it in ~10^4 items of each: with everything but the answer
+visible, lookup values were at the digit prior and the attention on the right table entry
+equalled that on any other, and count's word-vs-target comparison was right 52-88% of the
+time. Multiplication's column digit ((d * m + carry) mod 10, a function of three digits) was
+right on 82-88% of the lines with the line's operands written, so a 5-9 line item was right
+about half the time. Every v5 family is found by position relative to the question or the
+previous trace line, and its per-line work is a copy, a fixed permutation or a sum of three
+small digits.
 
 Sizes have a `level` in [0, 1]: level 1 is the full range above (test and validation splits);
 the training stream can cap it (curriculum: short to long) and can use fewer few-shot
@@ -58,7 +63,7 @@ import os
 import random
 import re
 
-FAMILIES = ["add", "sub", "mul", "reverse", "copy"]
+FAMILIES = ["add", "sub", "reverse", "copy", "swap"]
 
 TEST_SEED = 11001
 VAL_SEED = 12002
@@ -137,22 +142,6 @@ def _sub(r, level):
     return f"What is {a} - {b}?", "\n".join(lines), f"{a - b:0{width}d}"
 
 
-def _mul(r, level):
-    n = _size(r, 4, 8, level)
-    a, b = _digits(r, n), r.randint(2, 9)
-    sa = str(a)
-    lines = [f"{sa}*{b}"]
-    carry = 0
-    for i in range(n):
-        x = int(sa[-1 - i])
-        p = x * b + carry
-        lines.append(f"{x}*{b}+{carry}={p:02d}, write {p % 10}, carry {p // 10}")
-        carry = p // 10
-    lines.append(f"write {carry}")
-    # " times" is one token of the long tokenizers where " *" is two.
-    return f"What is {a} times {b}?", "\n".join(lines), f"{a * b:0{n + 1}d}"
-
-
 def _reverse(r, level):
     # Whole chunks only (30, 40 or 50 digits): a remainder chunk's length is the string's
     # length mod 10, which nothing local shows, and v3 models wrote it at the wrong length.
@@ -172,12 +161,26 @@ def _copy(r, level):
     n = 10 * _size(r, 3, 5, level)
     s = "".join(str(r.randint(0, 9)) for _ in range(n))
     lines = [f"{i // 10 + 1}: {s[i:i + 10]}" for i in range(0, n, 10)]
-    # " write" is one token of the long tokenizers (the add/sub/mul traces use it); "Copy"
+    # " write" is one token of the long tokenizers (the add/sub traces use it); "Copy"
     # would be four, and approx_tokens, which sizes the prompts, counts one per word.
     return f"write the string {s}.", "\n".join(lines), s
 
 
-GENERATORS = {"add": _add, "sub": _sub, "mul": _mul, "reverse": _reverse, "copy": _copy}
+def _swap(r, level):
+    # Swap each pair of neighbouring digits: chunks of 10 from the start (as copy), each
+    # line `k: chunk -> chunk with its pairs swapped`, a fixed permutation inside the chunk
+    # (as reverse's), and the final line is the right-hand sides in order.
+    n = 10 * _size(r, 3, 5, level)
+    s = "".join(str(r.randint(0, 9)) for _ in range(n))
+    chunks = [s[i:i + 10] for i in range(0, n, 10)]
+    swap = ["".join(c[j + 1] + c[j] for j in range(0, 10, 2)) for c in chunks]
+    lines = [f"{k + 1}: {c} -> {w}" for k, (c, w) in enumerate(zip(chunks, swap))]
+    # Words the long tokenizers hold as single tokens (approx_tokens counts one per word):
+    # "in 2s" is ` in`, ` `, `2`, `s`.
+    return f"Reverse the string {s} in 2s.", "\n".join(lines), "".join(swap)
+
+
+GENERATORS = {"add": _add, "sub": _sub, "reverse": _reverse, "copy": _copy, "swap": _swap}
 
 
 def answer_text(trace, final):

@@ -29,13 +29,17 @@ def question_of(item):
 
 def solve(question, prompt):
     """Independent answer from the question text (and the table in the prompt)."""
-    m = re.fullmatch(r"What is (\d+) ([+-]|times) (\d+)\?", question)
+    m = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\?", question)
     if m:
         a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
-        # Zero-padded to the widest result: one digit more than the longer operand for + and
-        # times, the minuend's width for -.
-        width = max(len(m.group(1)), len(m.group(3))) + (op != "-")
-        return str(a + b if op == "+" else a - b if op == "-" else a * b).zfill(width)
+        # Zero-padded to the widest result: one digit more than the longer operand for +,
+        # the minuend's width for -.
+        width = max(len(m.group(1)), len(m.group(3))) + (op == "+")
+        return str(a + b if op == "+" else a - b).zfill(width)
+    m = re.fullmatch(r"Reverse the string (\d+) in 2s\.", question)
+    if m:
+        s = m.group(1)
+        return "".join(s[i + 1] + s[i] for i in range(0, len(s), 2))
     m = re.fullmatch(r"Reverse the string (\d+)\.", question)
     if m:
         return m.group(1)[::-1]
@@ -96,7 +100,7 @@ class LongformSuiteTest(unittest.TestCase):
             trace = x["answer"].rsplit("\n#### ", 1)[0].split("\n")
             f = x["family"]
             q = question_of(x)
-            if f in ("add", "sub", "mul"):
+            if f in ("add", "sub"):
                 digits = [re.search(r"write (\d)", ln).group(1) for ln in trace[1:]]
                 self.assertEqual("".join(reversed(digits)), x["final"])
             elif f == "reverse":
@@ -116,6 +120,19 @@ class LongformSuiteTest(unittest.TestCase):
                 self.assertTrue(all(len(c) == 10 for c in chunks))
                 self.assertEqual("".join(chunks), s)
                 self.assertEqual(s, x["final"])
+            elif f == "swap":
+                # Chunks of 10 from the start, each with its neighbouring digits swapped; the
+                # final line is the right-hand sides in order.
+                s = re.fullmatch(r"Reverse the string (\d+) in 2s\.", q).group(1)
+                self.assertEqual([ln.split(": ", 1)[0] for ln in trace],
+                                 [str(i + 1) for i in range(len(trace))])
+                lefts = [ln.split(": ", 1)[1].split(" -> ")[0] for ln in trace]
+                rights = [ln.split(" -> ")[1] for ln in trace]
+                self.assertEqual("".join(lefts), s)
+                for c, w in zip(lefts, rights):
+                    self.assertEqual(len(c), 10)
+                    self.assertEqual([w[i] for i in (1, 0, 3, 2, 5, 4, 7, 6, 9, 8)], list(c))
+                self.assertEqual("".join(rights), x["final"])
             else:
                 self.fail(f"no trace check for family {f}")
 
@@ -196,7 +213,7 @@ class LongformSuiteTest(unittest.TestCase):
         self.assertLessEqual(max(n_shots), 2)
         self.assertLessEqual(min(n_shots), 1)  # fewer than the splits' minimum of 2
         # A range no item of a family can meet is an error, not an endless loop.
-        st = longform.stream(11, frozenset(), {"copy": 1, "add": 0, "sub": 0, "mul": 0,
+        st = longform.stream(11, frozenset(), {"copy": 1, "add": 0, "sub": 0, "swap": 0,
                                                 "reverse": 0},
                              shots=lambda: (0, 0), prompt_range=(300, 400))
         with self.assertRaisesRegex(ValueError, "family copy: no item fits"):
@@ -496,6 +513,27 @@ class ResumeTest(unittest.TestCase):
             self.assertTrue(25 <= stopped["step"] < 100000)
         finally:
             shutil.rmtree(tmp)
+
+
+class LineProbeTest(unittest.TestCase):
+    """tools/train/line_probe.py: what it masks and scores."""
+
+    def test_masks_from_each_result_on(self):
+        import line_probe
+        tok = bpe.load(os.path.join(common.HERE, "warm_start", "llada-long"))
+        answer = ("0917+0485\n7+5+0=12, write 2, carry 1\n1+8+1=10, write 0, carry 1\n"
+                  "9+4+1=14, write 4, carry 1\n0+0+1=01, write 1, carry 0\nwrite 0\n#### 01402")
+        ids, lines = line_probe.probe_masks(tok, answer)
+        self.assertEqual(len(lines), 4)
+        text = [tok.decode([t]) for t in ids]
+        for (result, masked), want in zip(lines, ["12", "10", "14", "01"]):
+            self.assertEqual("".join(text[i] for i in result), want)
+            # Everything from the result on is hidden, nothing before it.
+            self.assertEqual(masked, list(range(result[0], len(ids))))
+            self.assertEqual(text[result[0] - 1], "=")
+        sub = "4995-0183\n5-3-0+00=2, write 2, borrow 0\n9-8-0+00=1, write 1, borrow 0\n#### 12"
+        _, lines = line_probe.probe_masks(tok, sub)
+        self.assertEqual([len(r) for r, _ in lines], [1, 1])
 
 
 if __name__ == "__main__":

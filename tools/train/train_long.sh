@@ -5,9 +5,9 @@
 # Usage: tools/train/train_long.sh [llada-long] [dream-long]   (default: both)
 # Env:   STATE_ROOT (default tools/train/out_long), OUT_ROOT (default models): where the
 #        checkpoints and the best-by-validation model folders go.
-#        MIX (family weights, default mul=2) and SHOTS (few-shot range, default 2,6): the
-#        data of the runs this call starts, e.g. a drill of the families a model has not
-#        learned yet (models/README.md). MAX_STEPS (default 60000): where the cosine
+#        MIX (family weights, default add=2,sub=2,reverse=0.5,swap=1.5, others 1) and
+#        SHOTS (few-shot range, default 2,6): the data of the runs this call starts, e.g. a
+#        drill of the families a model has not learned yet (models/README.md). MAX_STEPS (default 60000): where the cosine
 #        learning-rate schedule ends and the run stops; a lower value anneals sooner.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,7 +36,7 @@ for name in "${names[@]}"; do
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr 8e-4 --warmup 500 \
     --max-steps "${MAX_STEPS:-60000}" --curriculum-steps 2500 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
-    --family-weights "${MIX:-mul=2}" --shots "${SHOTS:-2,6}" \
+    --family-weights "${MIX:-add=2,sub=2,reverse=0.5,swap=1.5}" --shots "${SHOTS:-2,6}" \
     --val-items 15 --eval-batch 3 --eval-every 1500 --ckpt-minutes 5 --minutes 100000 \
     "${start[@]}" --resume >> "$state_root/$name.log" 2>&1 < /dev/null &)
   echo "$name: started, log $state_root/$name.log"
