@@ -20,16 +20,15 @@ Five families (one item = question + trace + final answer):
 Every trace line is meant to be found from local content, not by counting far: a masked
 diffusion model decodes in confidence order and has only relative positions (RoPE), and the
 first version of this suite taught us what it cannot learn cheaply (models/README.md, "Suite
-v2"). So: every key is written with the same tokens in table, question and trace; the
-reversal's chunks run from the string's end and the final line concatenates the trace's
+v2"). So: the reversal's chunks run from the string's end and the final line concatenates the trace's
 right-hand sides in order; and sorting (a set retrieval over the whole list) gave way to
 multiplication (itself dropped in v5).
 
 Every answer's layout is fixed by its question (suite v3): where each token of the answer
 falls depends only on the question's shape (how many digits, words or keys), never on a
 computed value. Column sums are always two digits (`=07`), subtraction always
-states the borrow it adds (`+00` or `+10`), the final carry line is always written, tallies
-are two digits, and numeric final answers are zero-padded to their widest value. A model that
+states the borrow it adds (`+00` or `+10`), the final carry line is always written, and
+numeric final answers are zero-padded to their widest value. A model that
 commits tokens in confidence order writes a line's frame (`, write`, `, carry`, the newline)
 before its digits; in v2 a frame one token off (a sum of 10 where 9 was right) forced the
 digits to fit it, and most add/mul errors were such frames (models/README.md,
@@ -42,7 +41,7 @@ neither long model learned it in ~10^4 items of each: with everything but the an
 visible, lookup values were at the digit prior and the attention on the right table entry
 equalled that on any other, and count's word-vs-target comparison was right 52-88% of the
 time. Multiplication's column digit ((d * m + carry) mod 10, a function of three digits) was
-right on 82-88% of the lines with the line's operands written, so a 5-9 line item was right
+right on 82-89% of the lines with the line's operands written, so a 5-9 line item was right
 about half the time. Every v5 family is found by position relative to the question or the
 previous trace line, and its per-line work is a copy, a fixed permutation or a sum of three
 small digits.
