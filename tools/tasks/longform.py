@@ -141,11 +141,16 @@ def _sub(r, level):
     return f"What is {a} - {b}?", "\n".join(lines), f"{a - b:0{width}d}"
 
 
+def _digit_string(r, level):
+    """The string of reverse, copy and swap: 30, 40 or 50 random digits. Whole chunks of 10
+    only: a remainder chunk's length is the string's length mod 10, which nothing local
+    shows, and v3 models wrote it at the wrong length."""
+    return "".join(str(r.randint(0, 9)) for _ in range(10 * _size(r, 3, 5, level)))
+
+
 def _reverse(r, level):
-    # Whole chunks only (30, 40 or 50 digits): a remainder chunk's length is the string's
-    # length mod 10, which nothing local shows, and v3 models wrote it at the wrong length.
-    n = 10 * _size(r, 3, 5, level)
-    s = "".join(str(r.randint(0, 9)) for _ in range(n))
+    s = _digit_string(r, level)
+    n = len(s)
     # Chunks of 10 from the end: line i copies the 10 digits before line i-1's, so every
     # line is found relative to the string's end or the previous chunk, and the final line
     # is the right-hand sides in trace order.
@@ -157,9 +162,8 @@ def _reverse(r, level):
 def _copy(r, level):
     # The mirror of reverse: chunks of 10 from the string's start, each found right after the
     # previous line's chunk, and the final line is the lines' chunks in order.
-    n = 10 * _size(r, 3, 5, level)
-    s = "".join(str(r.randint(0, 9)) for _ in range(n))
-    lines = [f"{i // 10 + 1}: {s[i:i + 10]}" for i in range(0, n, 10)]
+    s = _digit_string(r, level)
+    lines = [f"{i // 10 + 1}: {s[i:i + 10]}" for i in range(0, len(s), 10)]
     # " write" is one token of the long tokenizers (the add/sub traces use it); "Copy"
     # would be four, and approx_tokens, which sizes the prompts, counts one per word.
     return f"write the string {s}.", "\n".join(lines), s
@@ -169,9 +173,8 @@ def _swap(r, level):
     # Swap each pair of neighbouring digits: chunks of 10 from the start (as copy), each
     # line `k: chunk -> chunk with its pairs swapped`, a fixed permutation inside the chunk
     # (as reverse's), and the final line is the right-hand sides in order.
-    n = 10 * _size(r, 3, 5, level)
-    s = "".join(str(r.randint(0, 9)) for _ in range(n))
-    chunks = [s[i:i + 10] for i in range(0, n, 10)]
+    s = _digit_string(r, level)
+    chunks = [s[i:i + 10] for i in range(0, len(s), 10)]
     swap = ["".join(c[j + 1] + c[j] for j in range(0, 10, 2)) for c in chunks]
     lines = [f"{k + 1}: {c} -> {w}" for k, (c, w) in enumerate(zip(chunks, swap))]
     # Words the long tokenizers hold as single tokens (approx_tokens counts one per word):

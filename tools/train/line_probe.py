@@ -52,7 +52,7 @@ def probe_masks(tok, answer):
         if m:
             first = start + m.start(1)
             result = [at[first + j] for j in range(len(m.group(1)))]
-            out.append((result, [i for i, o in enumerate(offs) if o >= first]))
+            out.append((result, list(range(result[0], len(ids)))))
         start += len(line) + 1
     return ids, out
 
