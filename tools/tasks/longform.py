@@ -14,8 +14,8 @@ Five families (one item = question + trace + final answer):
   sub      column subtraction (a > b) of 4-8 digit numbers, one line per column with the borrow
   reverse  reverse a 30, 40 or 50 digit string in chunks of 10 taken from its end
   copy     copy a 30, 40 or 50 digit string in chunks of 10 taken from its start
-  swap     swap each pair of neighbouring digits of a 30, 40 or 50 digit string, in chunks
-           of 10 taken from its start
+  swap     swap each pair of neighbouring digits of a 30, 40 or 50 digit string written in
+           pairs, in chunks of 5 pairs taken from its start
 
 Every trace line is meant to be found from local content, not by counting far: a masked
 diffusion model decodes in confidence order and has only relative positions (RoPE), and the
@@ -170,16 +170,22 @@ def _copy(r, level):
 
 
 def _swap(r, level):
-    # Swap each pair of neighbouring digits: chunks of 10 from the start (as copy), each
-    # line `k: chunk -> chunk with its pairs swapped`, a fixed permutation inside the chunk
-    # (as reverse's), and the final line is the right-hand sides in order.
+    # Swap each pair of neighbouring digits. The string is written in pairs (`74 17 48`), in
+    # the question, the trace and the final line: a digit's place in its pair is then local
+    # content (after a space or after a digit), and every output digit is one fixed offset
+    # from its source. Written unspaced (suite v5), a digit had to know the parity of its
+    # place in the chunk, which relative positions do not give, and neither long model
+    # learned it in ~1,500 drill steps (models/README.md, "Suite v6"). Lines hold chunks of
+    # 5 pairs from the start, each line the swapped pairs only (as copy's lines are the
+    # chunks only), and the final line is the lines' pairs in order.
     s = _digit_string(r, level)
-    chunks = [s[i:i + 10] for i in range(0, len(s), 10)]
-    swap = ["".join(c[j + 1] + c[j] for j in range(0, 10, 2)) for c in chunks]
-    lines = [f"{k + 1}: {c} -> {w}" for k, (c, w) in enumerate(zip(chunks, swap))]
+    pairs = [s[i:i + 2] for i in range(0, len(s), 2)]
+    swapped = [p[::-1] for p in pairs]
+    lines = [f"{k // 5 + 1}: {' '.join(swapped[k:k + 5])}" for k in range(0, len(pairs), 5)]
     # Words the long tokenizers hold as single tokens (approx_tokens counts one per word):
     # "in 2s" is ` in`, ` `, `2`, `s`.
-    return f"Reverse the string {s} in 2s.", "\n".join(lines), "".join(swap)
+    return (f"Reverse the string {' '.join(pairs)} in 2s.", "\n".join(lines),
+            " ".join(swapped))
 
 
 GENERATORS = {"add": _add, "sub": _sub, "reverse": _reverse, "copy": _copy, "swap": _swap}

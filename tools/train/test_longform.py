@@ -36,10 +36,9 @@ def solve(question, prompt):
         # the minuend's width for -.
         width = max(len(m.group(1)), len(m.group(3))) + (op == "+")
         return str(a + b if op == "+" else a - b).zfill(width)
-    m = re.fullmatch(r"Reverse the string (\d+) in 2s\.", question)
+    m = re.fullmatch(r"Reverse the string ((?:\d\d )*\d\d) in 2s\.", question)
     if m:
-        s = m.group(1)
-        return "".join(s[i + 1] + s[i] for i in range(0, len(s), 2))
+        return " ".join(p[1] + p[0] for p in m.group(1).split(" "))
     m = re.fullmatch(r"Reverse the string (\d+)\.", question)
     if m:
         return m.group(1)[::-1]
@@ -121,18 +120,18 @@ class LongformSuiteTest(unittest.TestCase):
                 self.assertEqual("".join(chunks), s)
                 self.assertEqual(s, x["final"])
             elif f == "swap":
-                # Chunks of 10 from the start, each with its neighbouring digits swapped; the
-                # final line is the right-hand sides in order.
-                s = re.fullmatch(r"Reverse the string (\d+) in 2s\.", q).group(1)
+                # Pairs written spaced; lines of 5 swapped pairs from the start, numbered; the
+                # final line is the lines' pairs in order.
+                pairs = re.fullmatch(r"Reverse the string ([\d ]+) in 2s\.", q).group(1)
+                pairs = pairs.split(" ")
+                self.assertTrue(all(len(p) == 2 and p.isdigit() for p in pairs), q)
                 self.assertEqual([ln.split(": ", 1)[0] for ln in trace],
                                  [str(i + 1) for i in range(len(trace))])
-                lefts = [ln.split(": ", 1)[1].split(" -> ")[0] for ln in trace]
-                rights = [ln.split(" -> ")[1] for ln in trace]
-                self.assertEqual("".join(lefts), s)
-                for c, w in zip(lefts, rights):
-                    self.assertEqual(len(c), 10)
-                    self.assertEqual([w[i] for i in (1, 0, 3, 2, 5, 4, 7, 6, 9, 8)], list(c))
-                self.assertEqual("".join(rights), x["final"])
+                lines = [ln.split(": ", 1)[1].split(" ") for ln in trace]
+                self.assertTrue(all(len(ln) == 5 for ln in lines))
+                out = [p for ln in lines for p in ln]
+                self.assertEqual([p[1] + p[0] for p in out], pairs)
+                self.assertEqual(" ".join(out), x["final"])
             else:
                 self.fail(f"no trace check for family {f}")
 
