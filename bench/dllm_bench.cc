@@ -924,8 +924,8 @@ int Main(int argc, char** argv) {
 }  // namespace dllm
 
 int main(int argc, char** argv) {
-  // A bench run that throws (a malformed JSON task line, a full disk) says so and exits 1
-  // rather than aborting.
+  // A bench run that throws (a thread or an allocation that fails under memory pressure)
+  // says so and exits 1 rather than aborting (tests/dllm_bench/out_of_memory.cmake).
   try {
     return dllm::Main(argc, argv);
   } catch (const std::exception& e) {
