@@ -19,7 +19,7 @@ Five families (one item = question + trace + final answer):
 
 Every trace line is meant to be found from local content, not by counting far: a masked
 diffusion model decodes in confidence order and has only relative positions (RoPE), and the
-first version of this suite taught us what it cannot learn cheaply (models/README.md, "Suite
+first version of this suite taught us what it cannot learn cheaply (docs/longform-history.md, "Suite
 v2"). So: the reversal's chunks run from the string's end and the final line concatenates the trace's
 right-hand sides in order; and sorting (a set retrieval over the whole list) gave way to
 multiplication (itself dropped in v5).
@@ -31,11 +31,11 @@ states the borrow it adds (`+00` or `+10`), the final carry line is always writt
 numeric final answers are zero-padded to their widest value. A model that
 commits tokens in confidence order writes a line's frame (`, write`, `, carry`, the newline)
 before its digits; in v2 a frame one token off (a sum of 10 where 9 was right) forced the
-digits to fit it, and most add/mul errors were such frames (models/README.md,
+digits to fit it, and most add/mul errors were such frames (docs/longform-history.md,
 "Suite v3").
 
 Suite v4 changed what lookup and count copied; suite v5 drops them and multiplication for
-copy and swap (models/README.md, "Suite v5"). Lookup and count need content retrieval (find
+copy and swap (docs/longform-history.md, "Suite v5"). Lookup and count need content retrieval (find
 the table entry whose key equals the asked key; compare each word with the target), and
 neither long model learned it in ~10^4 items of each: with everything but the answer
 visible, lookup values were at the digit prior and the attention on the right table entry
@@ -175,7 +175,7 @@ def _swap(r, level):
     # content (after a space or after a digit), and every output digit is one fixed offset
     # from its source. Written unspaced (suite v5), a digit had to know the parity of its
     # place in the chunk, which relative positions do not give, and neither long model
-    # learned it in ~1,500 drill steps (models/README.md, "Suite v6"). Lines hold chunks of
+    # learned it in ~1,500 drill steps (docs/longform-history.md, "Suite v6"). Lines hold chunks of
     # 5 pairs from the start, each line the swapped pairs only (as copy's lines are the
     # chunks only), and the final line is the lines' pairs in order.
     s = _digit_string(r, level)

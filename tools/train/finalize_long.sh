@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records a long-form model's PyTorch vanilla generations (blocks of 32, one token per step)
-# on the first N test prompts (default 204 = 34 per family; the split is round-robin by
+# on the first N test prompts (default 204 = 41 per family, 40 swap; the split is round-robin by
 # family) for the engine's parity test (tests/engine/engine_test.cc, "<name>: greedy
 # generations equal the PyTorch trainer's"), and rewrites models/SHA256SUMS.
 # Usage: tools/train/finalize_long.sh llada-long|dream-long [N]   (THREADS=2 by default)
