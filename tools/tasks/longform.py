@@ -19,10 +19,10 @@ Five families (one item = question + trace + final answer):
 
 Every trace line is meant to be found from local content, not by counting far: a masked
 diffusion model decodes in confidence order and has only relative positions (RoPE), and the
-first version of this suite taught us what it cannot learn cheaply (docs/longform-history.md, "Suite
-v2"). So: the reversal's chunks run from the string's end and the final line concatenates the trace's
-right-hand sides in order; and sorting (a set retrieval over the whole list) gave way to
-multiplication (itself dropped in v5).
+first version of this suite taught us what it cannot learn cheaply (docs/longform-history.md,
+"Suite v2"). So: the reversal's chunks run from the string's end and the final line
+concatenates the trace's right-hand sides in order; and sorting (a set retrieval over the whole
+list) gave way to multiplication (itself dropped in v5).
 
 Every answer's layout is fixed by its question (suite v3): where each token of the answer
 falls depends only on the question's shape (how many digits, words or keys), never on a
@@ -35,8 +35,8 @@ digits to fit it, and most add/mul errors were such frames (docs/longform-histor
 "Suite v3").
 
 Suite v4 changed what lookup and count copied; suite v5 drops them and multiplication for
-copy and swap (docs/longform-history.md, "Suite v5"). Lookup and count need content retrieval (find
-the table entry whose key equals the asked key; compare each word with the target), and
+copy and swap (docs/longform-history.md, "Suite v5"). Lookup and count need content retrieval
+(find the table entry whose key equals the asked key; compare each word with the target), and
 neither long model learned it in ~10^4 items of each: with everything but the answer
 visible, lookup values were at the digit prior and the attention on the right table entry
 equalled that on any other, and count's word-vs-target comparison was right 52-88% of the
@@ -175,8 +175,8 @@ def _swap(r, level):
     # content (after a space or after a digit), and every output digit is one fixed offset
     # from its source. Written unspaced (suite v5), a digit had to know the parity of its
     # place in the chunk, which relative positions do not give, and neither long model
-    # learned it in ~1,500 drill steps (docs/longform-history.md, "Suite v6"). Lines hold chunks of
-    # 5 pairs from the start, each line the swapped pairs only (as copy's lines are the
+    # learned it in ~1,500 drill steps (docs/longform-history.md, "Suite v6"). Lines hold
+    # chunks of 5 pairs from the start, each line the swapped pairs only (as copy's lines are the
     # chunks only), and the final line is the lines' pairs in order.
     s = _digit_string(r, level)
     pairs = [s[i:i + 2] for i in range(0, len(s), 2)]
