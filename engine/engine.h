@@ -86,6 +86,7 @@ struct GenerationRequest {
   DecodingParams decoding;
   CacheParams cache;
   int snapshot_every_steps = 0;  // 0: no provisional canvas snapshots
+  bool step_events = false;      // true: EventSink::OnStep after every step
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -124,6 +125,28 @@ struct SnapshotEvent {
   std::string canvas_text;  // answer region, masks rendered as the placeholder "▒"
 };
 
+// One denoising step of one request, sent when GenerationRequest::step_events is set: what
+// the step computed (cache decision, rows), what it committed and what it proposed for the
+// positions still masked. Answer-relative positions throughout (0 = first answer token).
+struct StepEvent {
+  int step = 0;
+  bool full = false;  // recomputed every row (cache refresh); else partial
+  int64_t rows = 0;   // query rows this request computed in the step
+  // Max entropy (nats) of the tokens committed in the step; 0 when it committed none. This is
+  // the scalar EntropyCache compares with tau to decide the next step.
+  float max_committed_entropy = 0;
+  // The tau this step's decision used (the request's entropy_threshold times the engine's
+  // autotune scale) for the entropy policy; NaN for the other policies.
+  float tau_nats = 0;
+  int32_t window_begin = 0;  // [window_begin, window_end): the step's block or window
+  int32_t window_end = 0;
+  std::vector<int32_t> committed_positions;  // ascending
+  std::vector<int32_t> committed_tokens;
+  // The step's proposals at positions it predicted but left masked (provisional tokens).
+  std::vector<int32_t> provisional_positions;  // ascending
+  std::vector<int32_t> provisional_tokens;
+};
+
 struct FinalEvent {
   absl::Status status;  // OK for kLength/kEos; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
   FinishReason reason = FinishReason::kLength;
@@ -139,6 +162,8 @@ class EventSink {
   virtual ~EventSink() = default;
   virtual void OnCommit(const CommitEvent& event) = 0;
   virtual void OnSnapshot(const SnapshotEvent& event) {}
+  // After every step (commits and snapshot of that step first), when the request asked.
+  virtual void OnStep(const StepEvent& event) {}
   virtual void OnFinal(const FinalEvent& event) = 0;
 };
 

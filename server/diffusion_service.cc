@@ -608,6 +608,20 @@ grpc::ServerUnaryReactor* DiffusionService::GetModelInfo(grpc::CallbackServerCon
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
+  FillModelInfo(engine, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+absl::Status DiffusionService::DescribeModel(std::optional<std::string_view> authorization,
+                                             v1::GetModelInfoResponse* out) const {
+  Engine* engine = nullptr;
+  if (absl::Status st = CheckAvailable(authorization, &engine); !st.ok()) return st;
+  FillModelInfo(engine, out);
+  return absl::OkStatus();
+}
+
+void DiffusionService::FillModelInfo(Engine* engine, v1::GetModelInfoResponse* out) const {
   RequestDefaults defaults;
   LimitsSection limits;
   {
@@ -615,9 +629,7 @@ grpc::ServerUnaryReactor* DiffusionService::GetModelInfo(grpc::CallbackServerCon
     defaults = defaults_;
     limits = limits_;
   }
-  FillModelInfo(engine->model_info(), config_.engine.backend, defaults, limits, response);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  dllm::FillModelInfo(engine->model_info(), config_.engine.backend, defaults, limits, out);
 }
 
 }  // namespace dllm

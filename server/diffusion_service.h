@@ -123,6 +123,10 @@ class DiffusionService final : public DiffusionServiceBase {
   // Authenticates and returns the engine; UNAUTHENTICATED, or UNAVAILABLE while the model
   // loads or the server drains.
   absl::Status CheckAvailable(std::optional<std::string_view> authorization, Engine** engine) const;
+  // GetModelInfo's answer, transport-neutral (the HTTP API's GET /v1/dllm/model_info):
+  // the model, the effective defaults and the limits. Fails like CheckAvailable.
+  absl::Status DescribeModel(std::optional<std::string_view> authorization,
+                             v1::GetModelInfoResponse* out) const;
   // True when generation calls are accepted (engine attached, not draining).
   bool Serving() const;
   // The effective request defaults (valid once AttachEngine succeeded).
@@ -131,6 +135,7 @@ class DiffusionService final : public DiffusionServiceBase {
 
  private:
   absl::Status CheckAvailable(grpc::CallbackServerContext* context, Engine** engine) const;
+  void FillModelInfo(Engine* engine, v1::GetModelInfoResponse* out) const;
 
   const ServerConfig config_;
   const TokenAuthenticator* const auth_;

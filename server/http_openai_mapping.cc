@@ -339,10 +339,13 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
       if (!v.is_object()) return Invalid(key, "must be an object");
       for (const auto& [k, x] : v.items()) {
         // Usage is always sent in the final chunk, so include_usage changes nothing.
-        if (k != "include_usage") return Invalid(absl::StrCat(key, ".", k), "unknown field");
+        if (k != "include_usage" && k != "include_steps") {
+          return Invalid(absl::StrCat(key, ".", k), "unknown field");
+        }
         if (!x.is_null() && !x.is_boolean()) {
           return Invalid(absl::StrCat(key, ".", k), "must be a boolean");
         }
+        if (k == "include_steps") out.include_steps = x.is_boolean() && x.get<bool>();
       }
     } else if (key == "stop") {
       if (v.is_null()) continue;
@@ -374,6 +377,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
   }
   if (!has_model) return Invalid("model", "is required");
   if (!has_input) return Invalid(input_key, "is required");
+  if (out.include_steps && !out.stream) {
+    return Invalid("stream_options.include_steps", "needs \"stream\": true");
+  }
   if (chat) {
     out.field_names.emplace_back("chat.messages", "messages");
   } else if (req.has_token_ids()) {

@@ -10,6 +10,8 @@
 //   temperature, top_p, top_k, seed -> decoding.*
 //   n                               1 only
 //   stream, stream_options.include_usage  SSE; usage is always sent in the last chunk
+//   stream_options.include_steps    SSE: one "dllm.step" event per denoising step
+//                                   (http_step_json.h); needs "stream": true
 //   stop                            a string or up to 4 strings (see http_stop_sequences.h)
 //   user                            ignored
 //   logprobs, presence_penalty, frequency_penalty, logit_bias  accepted only when off
@@ -42,6 +44,7 @@ struct OpenAiRequest {
   v1::GenerateRequest request;  // what the gRPC API would have received
   std::string model;
   bool stream = false;
+  bool include_steps = false;     // stream_options.include_steps
   std::vector<std::string> stop;  // non-empty stop strings
   // Proto field path -> the JSON name the client used, for error messages
   // ("max_new_tokens" -> "max_tokens"; see RenameFieldInError).

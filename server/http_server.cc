@@ -22,10 +22,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "google/protobuf/util/json_util.h"
 #include "server/engine_request_link.h"
 #include "server/http_openai_mapping.h"
 #include "server/http_status_mapping.h"
+#include "server/http_step_json.h"
 #include "server/http_stop_sequences.h"
+#include "server/playground_assets.h"
 #include "server/response_mapping.h"
 #include "server/status_mapping.h"
 
@@ -33,6 +37,7 @@ namespace dllm {
 namespace {
 
 constexpr char kJson[] = "application/json";
+using nlohmann::json;
 
 // ------------------------------------------------------------ the client's socket
 //
@@ -104,7 +109,24 @@ class HttpGeneration final : public EventSink {
     if (event.text_delta.empty()) return;
     {
       absl::MutexLock lock(&mu_);
-      deltas_.push_back(event.text_delta);
+      items_.push_back(Item{event.text_delta, std::nullopt});
+    }
+    Wake();
+  }
+
+  // Step events (stream_options.include_steps). Their committed tokens are never dropped; the
+  // provisional proposals of a step not yet sent are, once a newer step arrives: like the
+  // gRPC stream's canvas snapshots, they only matter while they are the newest.
+  void OnStep(const StepEvent& event) override {
+    {
+      absl::MutexLock lock(&mu_);
+      for (Item& item : items_) {
+        if (!item.step || item.provisional_dropped) continue;
+        item.step->provisional_positions.clear();
+        item.step->provisional_tokens.clear();
+        item.provisional_dropped = true;
+      }
+      items_.push_back(Item{std::string(), event});
     }
     Wake();
   }
@@ -135,8 +157,14 @@ class HttpGeneration final : public EventSink {
     link_.Cancel();
   }
 
+  // A committed text delta, or a step event (stream_options.include_steps), in engine order.
+  struct Item {
+    std::string delta;
+    std::optional<StepEvent> step;
+    bool provisional_dropped = false;
+  };
   struct Taken {
-    std::deque<std::string> deltas;
+    std::deque<Item> items;
     std::optional<v1::GenerateResponse> final;
     absl::Status status;
   };
@@ -144,7 +172,7 @@ class HttpGeneration final : public EventSink {
   Taken Take() {
     Taken out;
     absl::MutexLock lock(&mu_);
-    out.deltas.swap(deltas_);
+    out.items.swap(items_);
     if (final_) {
       out.final = std::move(final_);
       out.status = final_status_;
@@ -158,7 +186,7 @@ class HttpGeneration final : public EventSink {
   bool WaitForEvents(int fd) {
     {
       absl::MutexLock lock(&mu_);
-      if (!deltas_.empty() || final_) return true;
+      if (!items_.empty() || final_) return true;
     }
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLRDHUP, 0}};
     const int n = poll(fds, fd >= 0 ? 2 : 1, fd >= 0 ? -1 : 50);
@@ -185,7 +213,7 @@ class HttpGeneration final : public EventSink {
   std::atomic<bool> stopped_by_sequence_{false};
 
   absl::Mutex mu_;
-  std::deque<std::string> deltas_ ABSL_GUARDED_BY(mu_);
+  std::deque<Item> items_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::GenerateResponse> final_ ABSL_GUARDED_BY(mu_);
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -229,6 +257,39 @@ class Handlers {
       }
       res.set_content(DumpJson(ModelListJson(model_name_, Created())["data"][0]), kJson);
     });
+    // Diffusion-specific: GetModelInfo's answer (model, effective defaults, limits) as JSON,
+    // with proto field names; the playground reads its knobs' ranges from it.
+    server->Get("/v1/dllm/model_info", [this](const httplib::Request& req, httplib::Response& res) {
+      v1::GetModelInfoResponse info;
+      if (absl::Status st = service_->DescribeModel(Authorization(req), &info); !st.ok()) {
+        return SendError(res, st);
+      }
+      google::protobuf::util::JsonPrintOptions options;
+      options.always_print_primitive_fields = true;
+      options.preserve_proto_field_names = true;
+      std::string body;
+      if (!google::protobuf::util::MessageToJsonString(info, &body, options).ok()) {
+        return SendError(res, absl::InternalError("model info: cannot render as JSON"));
+      }
+      json out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+      out.erase("model_dir");  // a server path: nothing a browser needs
+      out["model"] = model_name_;
+      res.set_content(DumpJson(out), kJson);
+    });
+    // The playground: static files compiled into the binary, no token needed (they hold no
+    // data; every API call they make carries the token the page asks for).
+    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+      const std::string path =
+          asset.name == "index.html" ? std::string("/") : "/playground/" + std::string(asset.name);
+      server->Get(path, [asset](const httplib::Request&, httplib::Response& res) {
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Content-Security-Policy",
+                       "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                       "base-uri 'none'; frame-ancestors 'none'");
+        res.set_content(std::string(asset.body), std::string(asset.content_type).c_str());
+      });
+    }
     server->Post("/v1/chat/completions",
                  [this](const httplib::Request& req, httplib::Response& res) {
                    Generate(OpenAiEndpoint::kChatCompletions, "ChatCompletions", req, res);
@@ -316,6 +377,7 @@ class Handlers {
     absl::StatusOr<DiffusionService::Admitted> admitted =
         service_->Admit(Authorization(req), absl::InfiniteFuture(), parsed->request, log_id);
     if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
+    admitted->request.step_events = parsed->include_steps;
 
     auto call = std::make_shared<HttpGeneration>(service_, method, log_id, start);
     absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
@@ -327,7 +389,8 @@ class Handlers {
     const int64_t created = Created();
     const int fd = FindConnectionSocket(req);
     if (parsed->stream) {
-      Stream(std::move(call), *std::move(parsed), response_id, created, fd, res);
+      Stream(std::move(call), *std::move(parsed), response_id, created, fd, &engine->tokenizer(),
+             res);
     } else {
       Unary(*call, *parsed, response_id, created, fd, res);
     }
@@ -365,7 +428,9 @@ class Handlers {
         cancelled = true;
       }
       HttpGeneration::Taken taken = call.Take();
-      for (const std::string& delta : taken.deltas) text += ApplyStops(call, stops, delta);
+      for (const HttpGeneration::Item& item : taken.items) {
+        if (!item.step) text += ApplyStops(call, stops, item.delta);
+      }
       if (!taken.final) continue;
       if (!taken.status.ok()) return SendError(res, taken.status);
       ApplyStopsToFinal(stops, text, &*taken.final);
@@ -375,8 +440,10 @@ class Handlers {
     }
   }
 
+  // `tokenizer` (the engine's) renders step events' tokens; it outlives every request.
   static void Stream(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
-                     std::string response_id, int64_t created, int fd, httplib::Response& res) {
+                     std::string response_id, int64_t created, int fd, const Tokenizer* tokenizer,
+                     httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     struct State {
@@ -393,7 +460,7 @@ class Handlers {
     res.set_chunked_content_provider(
         "text/event-stream",
         [call, request = std::move(request), response_id = std::move(response_id), created, fd,
-         state, send](size_t, httplib::DataSink& sink) {
+         state, send, tokenizer](size_t, httplib::DataSink& sink) {
           auto send_delta = [&](const std::string& text) {
             return send(sink, DumpJson(DeltaChunkJson(request, response_id, created, text,
                                                       /*first=*/false)));
@@ -407,8 +474,17 @@ class Handlers {
           for (;;) {
             HttpGeneration::Taken taken = call->Take();
             bool wrote = false;
-            for (const std::string& delta : taken.deltas) {
-              const std::string text = ApplyStops(*call, state->stops, delta);
+            for (const HttpGeneration::Item& item : taken.items) {
+              if (item.step) {
+                if (!request.include_steps) continue;
+                if (!send(sink, DumpJson(StepEventJson(*item.step, *tokenizer, response_id,
+                                                       !item.provisional_dropped)))) {
+                  return false;
+                }
+                wrote = true;
+                continue;
+              }
+              const std::string text = ApplyStops(*call, state->stops, item.delta);
               if (text.empty()) continue;
               if (!state->stops.empty()) state->emitted += text;
               if (!send_delta(text)) return false;  // the releaser cancels the engine request

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +61,9 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   input.block_begin = decoder_.block_begin();
   input.block_end = decoder_.block_end();
   input.tau_scale = tau_scale;
+  plan_tau_scale_ = tau_scale;
+  plan_block_begin_ = input.block_begin;
+  plan_block_end_ = input.block_end;
   plan_ = policy_->Plan(input);
   plan_seconds_ = SecondsSince(start);
   stats_.decision_seconds += plan_seconds_;
@@ -172,7 +176,34 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
     snapshot.canvas_text += stream.Finish();
     pending_.sink->OnSnapshot(snapshot);
   }
+  if (pending_.request.step_events) EmitStep(rows, *committed);
   return absl::OkStatus();
+}
+
+void Sequence::EmitStep(std::span<const RowStats> rows, std::span<const CommittedToken> committed) {
+  const int prompt = decoder_.prompt_length();
+  StepEvent event;
+  event.step = decoder_.step() - 1;  // Commit advanced the step counter
+  event.full = plan_.full;
+  event.rows = planned_rows_;
+  event.max_committed_entropy = last_step_entropy_;
+  const CacheParams& cache = pending_.request.cache;
+  event.tau_nats = cache.policy == CachePolicyKind::kEntropy
+                       ? cache.entropy_threshold * plan_tau_scale_
+                       : std::numeric_limits<float>::quiet_NaN();
+  event.window_begin = std::max(0, plan_block_begin_ - prompt);
+  event.window_end = std::max(event.window_begin, plan_block_end_ - prompt);
+  for (const CommittedToken& c : committed) {
+    event.committed_positions.push_back(c.position - prompt);
+    event.committed_tokens.push_back(c.token);
+  }
+  // rows[i] answers predict_[i] (the planned candidates, ascending).
+  for (size_t i = 0; i < rows.size() && i < predict_.size(); ++i) {
+    if (decoder_.decided(predict_[i])) continue;
+    event.provisional_positions.push_back(predict_[i] - prompt);
+    event.provisional_tokens.push_back(rows[i].token);
+  }
+  pending_.sink->OnStep(event);
 }
 
 namespace {

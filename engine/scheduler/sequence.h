@@ -88,6 +88,7 @@ class Sequence {
 
  private:
   void EmitText(CommitEvent* event);
+  void EmitStep(std::span<const RowStats> rows, std::span<const CommittedToken> committed);
 
   PendingRequest pending_;
   std::unique_ptr<KvHandle> kv_;
@@ -98,6 +99,9 @@ class Sequence {
   std::vector<int32_t> predict_;
   int64_t planned_rows_ = 0;
   double plan_seconds_ = 0;
+  float plan_tau_scale_ = 1.0f;
+  int32_t plan_block_begin_ = 0;  // the planned step's block/window, canvas positions
+  int32_t plan_block_end_ = 0;
   Utf8Stream utf8_;
   std::string text_;
   int emitted_prefix_ = 0;  // answer positions already turned into text

@@ -61,6 +61,15 @@ def get(port, path, token=TOKEN):
         return e.code, json.loads(e.read())
 
 
+def get_text(port, path):
+    """GET without a token; returns (status, body text)."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def sse_events(text):
     """The data payloads of an SSE body, in order."""
     return [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
@@ -352,6 +361,76 @@ class HttpTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("all checks passed", r.stdout)
+
+    # ------------------------------------------------------------ the browser playground
+
+    # The form's settings in the playground tests, and the same as dllm-client flags.
+    PLAYGROUND = {"prompt": "What is 7 + 3?", "max_tokens": 32, "block_length": 16,
+                  "threshold": 0, "policy": "entropy", "tau": 0.3, "recent_k": 8, "seed": 5}
+
+    def playground(self, server, scenario):
+        setup = subprocess.run([os.path.join(HTTP_TESTS_DIR, "npm_ci.sh")],
+                               capture_output=True, text=True, timeout=300)
+        self.assertEqual(setup.returncode, 0, setup.stderr)
+        if not os.path.exists("/usr/bin/chromium"):
+            self.fail("/usr/bin/chromium is missing: scripts/deps installs Debian's chromium")
+        env = dict(os.environ, DLLM_ORIGIN="http://127.0.0.1:%d" % server.http_port,
+                   DLLM_TOKEN=TOKEN, DLLM_SETTINGS=json.dumps(self.PLAYGROUND))
+        shot = os.environ.get("DLLM_PLAYGROUND_SCREENSHOT")
+        if shot:
+            env["DLLM_SCREENSHOT"] = os.path.abspath(shot)
+        r = subprocess.run(["node", os.path.join(HTTP_TESTS_DIR, "playground_test.mjs"), scenario],
+                           capture_output=True, text=True, timeout=600, env=env)
+        self.assertEqual(r.returncode, 0, "%s\n%s\n%s" % (r.stdout, r.stderr, server.log()[-3000:]))
+        lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+        self.assertEqual(len(lines), 1, r.stdout)
+        return json.loads(lines[0][len("RESULT "):])
+
+    def client_generate(self, server, settings, token=None):
+        """The unary gRPC answer for the playground's settings, from dllm-client."""
+        args = ["generate", "--json", "--chat", settings["prompt"],
+                "--max-new-tokens", str(settings["max_tokens"]), "--schedule", "block",
+                "--block-length", str(settings["block_length"]),
+                "--threshold", str(settings["threshold"]), "--cache", settings["policy"],
+                "--seed", str(settings["seed"])]
+        if settings["policy"] == "entropy":
+            args += ["--entropy-threshold", str(settings["tau"]),
+                     "--recent-k", str(settings["recent_k"])]
+        if token:
+            args += ["--token", token]
+        r = server.client(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_playground(self):
+        """GET / in Chromium: the form's answer equals dllm-client's for the same settings,
+        the step strip has one mark per step with the response's full/partial split, side by
+        side runs both settings, and bad input shows the server's message."""
+        s = self.start(auth=False)
+        status, page = get_text(s.http_port, "/")
+        self.assertEqual(status, 200)
+        self.assertIn("dllm-serve playground", page)
+        shown = self.playground(s, "page")
+        want = self.client_generate(s, self.PLAYGROUND)
+        stats = want.get("cacheStats", want.get("cache_stats"))
+        single = shown["single"]
+        self.assertEqual(single["answer"], want.get("text", ""))
+        self.assertEqual(single["marks"], stats["steps"])
+        self.assertEqual(single["full_marks"], stats.get("fullSteps", stats.get("full_steps", 0)))
+        self.assertGreater(single["marks"], single["full_marks"], "EntropyCache took partial steps")
+        none = self.client_generate(s, dict(self.PLAYGROUND, policy="none"))
+        self.assertEqual(shown["side_by_side"]["b"]["answer"], none.get("text", ""))
+
+    def test_playground_auth(self):
+        """With tokens configured the page asks for one: its request without a token is
+        refused (401 shown in the page), with the token it runs."""
+        s = self.start(auth=True)
+        shown = self.playground(s, "auth")
+        want = self.client_generate(s, self.PLAYGROUND, token=TOKEN)
+        self.assertEqual(shown["accepted"]["answer"], want.get("text", ""))
+        metrics = s.metrics_text()
+        self.assertRegex(metrics,
+                         r'dllm_requests_total\{protocol="http",status="UNAUTHENTICATED"\} [1-9]')
 
 
 def main():

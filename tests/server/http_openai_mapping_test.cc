@@ -240,3 +240,26 @@ TEST_CASE("http status mapping: codes, types and the error body") {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("http mapping: stream_options.include_steps opts into step events, with stream only") {
+  json body = kChat;
+  body["stream"] = true;
+  CHECK_FALSE(Parse(OpenAiEndpoint::kChatCompletions, body).include_steps);
+  body["stream_options"] = {{"include_steps", true}, {"include_usage", true}};
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, body).include_steps);
+  body["stream_options"] = {{"include_steps", false}};
+  CHECK_FALSE(Parse(OpenAiEndpoint::kChatCompletions, body).include_steps);
+  body["stream_options"] = {{"include_steps", "yes"}};
+  CHECK(ErrorOf(body) == "stream_options.include_steps: must be a boolean");
+  body["stream_options"] = {{"include_steps", true}};
+  body["stream"] = false;
+  CHECK(ErrorOf(body) == "stream_options.include_steps: needs \"stream\": true");
+  body["stream_options"] = {{"include_canvas", true}};
+  CHECK(ErrorOf(body) == "stream_options.include_canvas: unknown field");
+}
+
+}  // namespace
+}  // namespace dllm

@@ -25,6 +25,10 @@ class CollectSink final : public EventSink {
     absl::MutexLock lock(&mu_);
     snapshots_.push_back(event);
   }
+  void OnStep(const StepEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    steps_.push_back(event);
+  }
   void OnFinal(const FinalEvent& event) override {
     {
       absl::MutexLock lock(&mu_);
@@ -46,6 +50,10 @@ class CollectSink final : public EventSink {
     absl::MutexLock lock(&mu_);
     return snapshots_;
   }
+  std::vector<StepEvent> steps() {
+    absl::MutexLock lock(&mu_);
+    return steps_;
+  }
   int finals() {
     absl::MutexLock lock(&mu_);
     return finals_;
@@ -57,6 +65,7 @@ class CollectSink final : public EventSink {
   absl::Mutex mu_;
   std::vector<CommitEvent> commits_;
   std::vector<SnapshotEvent> snapshots_;
+  std::vector<StepEvent> steps_;
   std::optional<FinalEvent> final_;
   int finals_ = 0;
   absl::Notification done_;

@@ -2,7 +2,9 @@
 // batch invariance, cancellation, deadlines, queue bounds, admission and events.
 #include "engine/scheduler/worker.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <thread>
@@ -475,6 +477,85 @@ TEST_CASE("Submit validates requests and names the field", "[scheduler][validati
   auto ids = h.engine->TokenizeInput(text);
   REQUIRE(ids.ok());
   CHECK(ids->size() == 5);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// Step events (GenerationRequest::step_events, the playground's stream) must tell the same
+// story as the final statistics and the commit events, in every decoding mode.
+TEST_CASE("step events: one per step, matching the commits and the statistics",
+          "[scheduler][events]") {
+  for (const Mode& mode : AllModes()) {
+    for (const CacheParams& cache : {CacheParams{}, EntropyCache(0.3f, 2)}) {
+      INFO(mode.name << (cache.policy == CachePolicyKind::kEntropy ? " entropy" : " none"));
+      Harness h(mode.dream);
+      GenerationRequest r = Request(mode.decoding, cache, 32);
+      r.step_events = true;
+      auto sink = std::make_shared<CollectSink>();
+      REQUIRE(h.engine->Submit(r, sink).ok());
+      const FinalEvent final = sink->Wait();
+      REQUIRE(final.status.ok());
+      const std::vector<StepEvent> steps = sink->steps();
+      REQUIRE(static_cast<int>(steps.size()) == final.stats.steps);
+      int full = 0;
+      int64_t rows = 0;
+      float max_entropy = 0;
+      std::map<int32_t, int32_t> committed;  // position -> token, over all steps
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const StepEvent& e = steps[i];
+        CHECK(e.step == static_cast<int>(i));
+        full += e.full ? 1 : 0;
+        rows += e.rows;
+        CHECK(e.rows > 0);
+        CHECK(0 <= e.window_begin);
+        CHECK(e.window_begin <= e.window_end);
+        CHECK(e.window_end <= 32);
+        if (cache.policy == CachePolicyKind::kEntropy) {
+          CHECK(e.tau_nats == 0.3f);
+        } else {
+          CHECK(std::isnan(e.tau_nats));
+        }
+        REQUIRE(e.committed_positions.size() == e.committed_tokens.size());
+        for (size_t j = 0; j < e.committed_positions.size(); ++j) {
+          CHECK(committed.emplace(e.committed_positions[j], e.committed_tokens[j]).second);
+        }
+        max_entropy = std::max(max_entropy, e.max_committed_entropy);
+        REQUIRE(e.provisional_positions.size() == e.provisional_tokens.size());
+        for (int32_t p : e.provisional_positions) {
+          CHECK(committed.count(p) == 0);  // proposals are for positions still masked
+          CHECK((0 <= p && p < 32));
+        }
+      }
+      CHECK(full == final.stats.full_steps);
+      CHECK(rows == final.stats.rows_computed);
+      CHECK(static_cast<double>(max_entropy) == Approx(final.stats.max_committed_entropy));
+      CHECK(steps.front().full);  // the first step of any policy computes every row
+      // The step events' commits are the commit events', step by step.
+      std::map<int32_t, int32_t> from_commits;
+      for (const CommitEvent& c : sink->commits()) {
+        for (size_t j = 0; j < c.positions.size(); ++j) {
+          from_commits[c.positions[j]] = c.tokens[j];
+        }
+      }
+      CHECK(committed == from_commits);
+      // The answer is the committed tokens up to the first end token.
+      for (size_t p = 0; p < final.token_ids.size(); ++p) {
+        CHECK(committed.at(static_cast<int32_t>(p)) == final.token_ids[p]);
+      }
+    }
+  }
+}
+
+TEST_CASE("step events are off unless asked for", "[scheduler][events]") {
+  Harness h;
+  auto sink = std::make_shared<CollectSink>();
+  REQUIRE(h.engine->Submit(Request(AllModes()[0].decoding, {}, 16), sink).ok());
+  REQUIRE(sink->Wait().status.ok());
+  CHECK(sink->steps().empty());
 }
 
 }  // namespace
