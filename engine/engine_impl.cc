@@ -154,9 +154,12 @@ class EngineImpl final : public Engine {
     if (absl::Status s = ValidateCacheParams(r.cache, r.decoding); !s.ok()) return s;
     const int64_t bytes = executor_->KvBytesFor(static_cast<int>(total));
     if (bytes > executor_->KvBudgetBytes()) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "request needs %d KV bytes (%d positions), more than the budget of %d bytes", bytes,
-          total, executor_->KvBudgetBytes()));
+      // Never fits, however idle the server: a client error (400), not overload (429, which
+      // clients retry).
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "max_new_tokens: the prompt (%d tokens) and the answer (%d) need %d KV bytes, more "
+          "than the whole KV budget of %d bytes (engine.kv_budget_bytes); shorten either",
+          static_cast<int64_t>(ids.size()), gen, bytes, executor_->KvBudgetBytes()));
     }
     return absl::OkStatus();
   }

@@ -160,6 +160,9 @@ absl::Status ParseCache(const json& obj, v1::CacheOptions* c) {
     } else if (key == "refresh_interval") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
       c->set_refresh_interval(*x_or);
+    } else if (key == "shadow_sample_rate") {
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      c->set_shadow_sample_rate(*x_or);
     } else {
       return Invalid(field, "unknown field");
     }
@@ -272,9 +275,57 @@ json Envelope(const OpenAiRequest& request, const std::string& id, int64_t creat
           {"model", request.model}};
 }
 
+// A JSON DOM costs far more than its text: a 4 MB body of nested arrays became ~145 MB of
+// nlohmann::json nodes (and the allocator kept them). Bound the nesting depth and the number
+// of values with one pass over the text before any node is built. Strings are skipped, so
+// brackets inside them do not count; malformed JSON is left to the parser.
+absl::Status CheckJsonShape(std::string_view body) {
+  int depth = 0;
+  int64_t values = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > kMaxJsonDepth) {
+          return Invalid("body",
+                         absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
+        }
+        [[fallthrough]];
+      case ',':
+        if (++values > kMaxJsonValues) {
+          return Invalid("body", absl::StrCat("more than ", kMaxJsonValues, " JSON values"));
+        }
+        break;
+      case ']':
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  if (absl::Status st = CheckJsonShape(body); !st.ok()) return st;
   json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Invalid("body", "is not valid JSON");
   if (!root.is_object()) return Invalid("body", "must be a JSON object");

@@ -15,7 +15,8 @@
 //   stop                            a string or up to 4 strings (see http_stop_sequences.h)
 //   user                            ignored
 //   logprobs, presence_penalty, frequency_penalty, logit_bias  accepted only when off
-//   decoding, cache                 objects mirroring the proto's DecodingOptions/CacheOptions;
+//   decoding, cache                 objects mirroring the proto's DecodingOptions/CacheOptions
+//                                   (every field of both);
 //                                   enums by config name ("block", "entropy") or proto name
 //                                   ("SCHEDULE_BLOCK", "CACHE_POLICY_ENTROPY")
 // Anything else is INVALID_ARGUMENT "<field>: unknown field".
@@ -51,7 +52,14 @@ struct OpenAiRequest {
   std::vector<std::pair<std::string, std::string>> field_names;
 };
 
-// INVALID_ARGUMENT naming the field for malformed JSON, wrong types and unknown fields.
+// Bounds on a request body's JSON, checked on the text before parsing: the deepest valid
+// request (chat content parts) nests 5 levels, and the largest holds a token-id prompt.
+inline constexpr int kMaxJsonDepth = 16;
+inline constexpr int64_t kMaxJsonValues = 1 << 18;
+
+// INVALID_ARGUMENT naming the field for malformed JSON, wrong types and unknown fields, and
+// "body: ..." for JSON nested deeper than kMaxJsonDepth or holding more than kMaxJsonValues
+// values (a DOM of either would cost many times the body's size in memory).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body);
 
 // Rewrites a request_mapping error ("decoding.temperature: 9 exceeds ...") to the JSON

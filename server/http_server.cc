@@ -297,11 +297,22 @@ class Handlers {
     server->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Generate(OpenAiEndpoint::kCompletions, "Completions", req, res);
     });
+    // Before cpp-httplib reads a body: refuse what must never be read. It inflates gzip
+    // bodies and reads chunked ones without a size limit (only Content-Length is checked
+    // against max_receive_message_bytes), and an unauthenticated caller must not make the
+    // server read anything. Also refuse framing that proxies and we might read differently
+    // (RFC 9112 section 6.3): duplicate Content-Length, control characters in header values.
+    server->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return Precheck(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                : httplib::Server::HandlerResponse::Handled;
+    });
     // Routing misses and cpp-httplib's own rejections (413 body too large, 400 bad request)
     // arrive here with an empty body: give them the OpenAI error shape too.
     server->set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (!res.body.empty() || res.get_header_value("Connection") == "close") {
+            return httplib::Server::HandlerResponse::Unhandled;  // answered (RespondAndClose)
+          }
           std::string message;
           std::string type = "invalid_request_error";
           std::string code;
@@ -342,6 +353,77 @@ class Handlers {
   }
 
  private:
+  // Answers with `body` and closes the connection. cpp-httplib 0.11 has no way to close a
+  // keep-alive connection from a handler, and the unread body of a refused request would be
+  // parsed as the next one: the content provider writes the whole body, then reports a
+  // failure, which makes cpp-httplib drop the connection after the response.
+  static void RespondAndClose(httplib::Response& res, int status, std::string body) {
+    res.status = status;
+    res.set_header("Connection", "close");
+    const size_t size = body.size();
+    res.set_content_provider(
+        size, kJson,
+        [body = std::move(body)](size_t offset, size_t length, httplib::DataSink& sink) {
+          if (offset < body.size()) {
+            sink.write(body.data() + offset, std::min(length, body.size() - offset));
+          }
+          return false;
+        });
+  }
+
+  // False when the request was answered here (its body unread; the connection then closes,
+  // since the unread body would otherwise be taken for the next request).
+  bool Precheck(const httplib::Request& req, httplib::Response& res) {
+    const char* method = req.path == "/v1/chat/completions" ? "ChatCompletions"
+                         : req.path == "/v1/completions"    ? "Completions"
+                                                            : nullptr;
+    auto refuse = [&](int http_status, std::string_view message, std::string_view code,
+                      grpc::StatusCode grpc_code) {
+      if (method != nullptr && req.method == "POST") {
+        service_->RecordCall(method, service_->LogId(v1::GenerateRequest()),
+                             grpc::Status(grpc_code, std::string(message)), nullptr, absl::Now(),
+                             "http");
+      }
+      RespondAndClose(res, http_status, HttpErrorBody(message, "invalid_request_error", code));
+      return false;
+    };
+    for (const auto& [name, value] : req.headers) {
+      for (const char c : value) {
+        if (c == '\r' || c == '\n' || c == '\0') {
+          return refuse(400, absl::StrCat("header ", name, ": control character in its value"),
+                        "bad_header", grpc::StatusCode::INVALID_ARGUMENT);
+        }
+      }
+    }
+    if (req.get_header_value_count("Content-Length") > 1) {
+      return refuse(400, "more than one Content-Length header", "bad_header",
+                    grpc::StatusCode::INVALID_ARGUMENT);
+    }
+    if (req.has_header("Transfer-Encoding")) {
+      return refuse(411,
+                    "Transfer-Encoding request bodies (chunked) are not accepted: send "
+                    "Content-Length",
+                    "length_required", grpc::StatusCode::INVALID_ARGUMENT);
+    }
+    if (req.has_header("Content-Encoding") &&
+        !absl::EqualsIgnoreCase(req.get_header_value("Content-Encoding"), "identity")) {
+      return refuse(415,
+                    absl::StrCat("Content-Encoding '", req.get_header_value("Content-Encoding"),
+                                 "' is not accepted: send the request body uncompressed"),
+                    "unsupported_encoding", grpc::StatusCode::INVALID_ARGUMENT);
+    }
+    if (method != nullptr && req.method == "POST") {
+      Engine* engine = nullptr;
+      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+        service_->RecordCall(method, service_->LogId(v1::GenerateRequest()), ToGrpcStatus(st),
+                             nullptr, absl::Now(), "http");
+        RespondAndClose(res, ToHttpError(st).status, HttpErrorBody(st));
+        return false;
+      }
+    }
+    return true;
+  }
+
   static std::optional<std::string_view> Authorization(const httplib::Request& req) {
     auto it = req.headers.find("Authorization");
     if (it == req.headers.end()) return std::nullopt;
@@ -356,6 +438,9 @@ class Handlers {
 
   static void SendError(httplib::Response& res, const absl::Status& status) {
     res.status = ToHttpError(status).status;
+    // 429 is overload only (a full queue): worth retrying soon. Requests that can never fit
+    // are 400s, which SDKs do not retry.
+    if (res.status == 429) res.set_header("Retry-After", "1");
     res.set_content(HttpErrorBody(status), kJson);
   }
 
@@ -381,7 +466,7 @@ class Handlers {
 
     auto call = std::make_shared<HttpGeneration>(service_, method, log_id, start);
     absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
-    if (!id.ok()) return reject(id.status());
+    if (!id.ok()) return reject(RenameFieldInError(id.status(), *parsed));
     call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
 
     const std::string response_id =

@@ -184,7 +184,12 @@ int Run(int argc, char** argv) {
     metrics = std::make_unique<ServerMetrics>();
     const std::string bind = absl::StrCat(config.metrics.address, ":", config.metrics.port);
     try {
-      exposer = std::make_unique<prometheus::Exposer>(bind);
+      // civetweb gives each connection a worker thread until its request arrives or
+      // request_timeout_ms passes: with prometheus-cpp's default (2 threads, civetweb's 30 s)
+      // two idle TCP connections held off every scrape for 30 s. More workers, and idle
+      // connections dropped after 3 s (a scrape request arrives at once).
+      exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+          "listening_ports", bind, "num_threads", "10", "request_timeout_ms", "3000"});
     } catch (const std::exception& e) {
       return fail("metrics", absl::UnavailableError(
                                  absl::StrCat("cannot serve metrics on ", bind, ": ", e.what())));

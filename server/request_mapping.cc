@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/shortest_decimal.h"
 #include "engine/core/status_macros.h"
 
 namespace dllm {
@@ -13,14 +16,24 @@ absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
+// A value in an error message: floats with enough digits to show how they miss a bound.
+template <typename T>
+std::string Num(T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return ShortestDecimal(value);
+  } else {
+    return absl::StrCat(value);
+  }
+}
+
 // Inclusive range check that also rejects NaN.
 template <typename T>
 absl::Status InRange(absl::string_view field, T value, T lo, T hi, absl::string_view bound_name) {
   if (!(value >= lo && value <= hi)) {
     if (!bound_name.empty() && value > hi) {
-      return Invalid(field, absl::StrCat(value, " exceeds ", bound_name, " (", hi, ")"));
+      return Invalid(field, absl::StrCat(Num(value), " exceeds ", bound_name, " (", Num(hi), ")"));
     }
-    return Invalid(field, absl::StrCat(value, " is outside [", lo, ", ", hi, "]"));
+    return Invalid(field, absl::StrCat(Num(value), " is outside [", Num(lo), ", ", Num(hi), "]"));
   }
   return absl::OkStatus();
 }
@@ -300,10 +313,10 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   DLLM_RETURN_IF_ERROR(InRange("decoding.top_k", p.top_k, 0,
                                model.vocab_size > 0 ? model.vocab_size : 1 << 30, "vocab_size"));
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return Invalid("decoding.top_p", absl::StrCat(p.top_p, " is outside (0, 1]"));
+    return Invalid("decoding.top_p", absl::StrCat(Num(p.top_p), " is outside (0, 1]"));
   }
   if (!(p.eps > 0.0f && p.eps < 1.0f)) {
-    return Invalid("decoding.eps", absl::StrCat(p.eps, " is outside (0, 1)"));
+    return Invalid("decoding.eps", absl::StrCat(Num(p.eps), " is outside (0, 1)"));
   }
   DLLM_RETURN_IF_ERROR(InRange("decoding.alg_temp", p.alg_temp, 0.0f, 100.0f, ""));
 

@@ -11,6 +11,16 @@
 namespace dllm {
 
 // How the forward pass turns a logit row into a proposed token.
+// Temperatures below this sample as greedy (0). Dividing logits by a smaller one overflows
+// float to +-inf for ordinary logits (1 / 1e-39 is already past FLT_MAX), and ties among
+// infinities pick arbitrary tokens; at this temperature a logit gap of 1e-5 already outweighs
+// the Gumbel noise, so the limit is the argmax anyway. Applies to decoding.temperature and
+// to Dream's alg_temp alike.
+inline constexpr float kGreedyBelowTemperature = 1e-6f;
+inline float EffectiveTemperature(float temperature) {
+  return temperature < kGreedyBelowTemperature ? 0.0f : temperature;
+}
+
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy argmax
   int top_k = 0;             // 0: off

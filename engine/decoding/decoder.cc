@@ -134,7 +134,7 @@ std::vector<int32_t> Decoder::RankedCandidates(std::span<const RowStats> rows) c
   std::vector<float> score(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     score[i] = RemaskingScore(p.remasking, rows[i], p.seed, step_);
-    if (p.schedule == Schedule::kTimestep && p.alg_temp > 0) {
+    if (p.schedule == Schedule::kTimestep && EffectiveTemperature(p.alg_temp) > 0) {
       // Sampling k positions without replacement from softmax(score / alg_temp) equals taking
       // the top k of score / alg_temp + Gumbel noise (Gumbel-top-k).
       const float u = CounterUniform(p.seed, rows[i].position, step_, 0, kDomainAlgTemp);

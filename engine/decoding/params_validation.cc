@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/core/shortest_decimal.h"
 
 namespace dllm {
 namespace {
@@ -19,16 +21,17 @@ absl::Status ValidateDecodingParams(const DecodingParams& p, int gen_length) {
   const int steps = p.steps > 0 ? p.steps : gen_length;
   const bool threshold_mode = p.confidence_threshold > 0;
   if (!(p.confidence_threshold >= 0.0f && p.confidence_threshold <= 1.0f)) {
-    return Invalid(absl::StrFormat("decoding.confidence_threshold (%g) must be in [0, 1]",
-                                   p.confidence_threshold));
+    return Invalid(absl::StrCat("decoding.confidence_threshold (",
+                                ShortestDecimal(p.confidence_threshold), ") must be in [0, 1]"));
   }
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
-    return Invalid(
-        absl::StrFormat("decoding.temperature (%g) must be finite and >= 0", p.temperature));
+    return Invalid(absl::StrCat("decoding.temperature (", ShortestDecimal(p.temperature),
+                                ") must be finite and >= 0"));
   }
   if (p.top_k < 0) return Invalid(absl::StrFormat("decoding.top_k (%d) must be >= 0", p.top_k));
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return Invalid(absl::StrFormat("decoding.top_p (%g) must be in (0, 1]", p.top_p));
+    return Invalid(
+        absl::StrCat("decoding.top_p (", ShortestDecimal(p.top_p), ") must be in (0, 1]"));
   }
   switch (p.schedule) {
     case Schedule::kBlock: {
@@ -53,11 +56,12 @@ absl::Status ValidateDecodingParams(const DecodingParams& p, int gen_length) {
     }
     case Schedule::kTimestep:
       if (!(p.eps > 0.0f && p.eps < 1.0f)) {
-        return Invalid(absl::StrFormat("decoding.eps (%g) must be in (0, 1)", p.eps));
+        return Invalid(
+            absl::StrCat("decoding.eps (", ShortestDecimal(p.eps), ") must be in (0, 1)"));
       }
       if (!(p.alg_temp >= 0.0f) || !std::isfinite(p.alg_temp)) {
-        return Invalid(
-            absl::StrFormat("decoding.alg_temp (%g) must be finite and >= 0", p.alg_temp));
+        return Invalid(absl::StrCat("decoding.alg_temp (", ShortestDecimal(p.alg_temp),
+                                    ") must be finite and >= 0"));
       }
       if (threshold_mode) {
         return Invalid(
@@ -89,8 +93,8 @@ absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& dec
   }
   if (c.shadow_sample_rate.has_value() &&
       !(*c.shadow_sample_rate >= 0.0f && *c.shadow_sample_rate <= 1.0f)) {
-    return Invalid(
-        absl::StrFormat("cache.shadow_sample_rate (%g) must be in [0, 1]", *c.shadow_sample_rate));
+    return Invalid(absl::StrCat("cache.shadow_sample_rate (",
+                                ShortestDecimal(*c.shadow_sample_rate), ") must be in [0, 1]"));
   }
   if (c.policy == CachePolicyKind::kDual && decoding.schedule != Schedule::kBlock) {
     return Invalid(

@@ -76,7 +76,7 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   step.predict_positions = predict_;
   planned_rows_ = static_cast<int64_t>(step.query_positions.size());
   const DecodingParams& d = pending_.request.decoding;
-  step.sampling.temperature = d.temperature;
+  step.sampling.temperature = EffectiveTemperature(d.temperature);
   step.sampling.top_k = d.top_k;
   step.sampling.top_p = d.top_p;
   step.sampling.seed = d.seed;

@@ -362,6 +362,114 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("all checks passed", r.stdout)
 
+    def test_refused_before_the_body_is_read(self):
+        """What must not be read is refused from the headers alone, and the connection closes
+        (its unread body must not be taken for a next request): an unauthenticated caller
+        (a 100 MB Content-Length, 1 KB sent), chunked bodies (read with no size limit, 256 MiB
+        accepted before), compressed bodies (a 509 KB gzip inflated to 512 MiB), and framing a
+        proxy may read differently (two Content-Lengths, a bare CR in a header value)."""
+        s = self.start()
+
+        def exchange(head, body=b""):
+            """Sends `head` + `body`, returns (status line, body) of the reply, which must be
+            followed by the server closing the connection."""
+            sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
+            sock.sendall(head.encode() + body)
+            reply = b""
+            while True:
+                chunk = sock.recv(65536)  # a timeout here means the server kept reading
+                if not chunk:
+                    break
+                reply += chunk
+            sock.close()
+            head_text, _, payload = reply.partition(b"\r\n\r\n")
+            return head_text.split(b"\r\n")[0].decode(), json.loads(payload)
+
+        auth = "Authorization: Bearer %s\r\n" % TOKEN
+        post_head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        status, reply = exchange(post_head + "Content-Length: 100000000\r\n\r\n", b"{" * 1024)
+        self.assertEqual(status, "HTTP/1.1 401 Unauthorized", reply)
+        self.assertEqual(reply["error"]["type"], "authentication_error")
+        status, reply = exchange(post_head + auth + "Transfer-Encoding: chunked\r\n\r\n",
+                                 b"100000\r\n" + b"[" * 4096)
+        self.assertEqual(status, "HTTP/1.1 411 Length Required", reply)
+        self.assertIn("Content-Length", reply["error"]["message"])
+        status, reply = exchange(post_head + auth +
+                                 "Content-Encoding: gzip\r\nContent-Length: 509000\r\n\r\n",
+                                 b"\x1f\x8b" + b"\0" * 1000)
+        self.assertEqual(status, "HTTP/1.1 415 Unsupported Media Type", reply)
+        self.assertIn("gzip", reply["error"]["message"])
+        # Unauthenticated and compressed: still nothing inflated.
+        status, _ = exchange(post_head + "Content-Encoding: gzip\r\nContent-Length: 9\r\n\r\n")
+        self.assertEqual(status, "HTTP/1.1 415 Unsupported Media Type")
+        status, reply = exchange(post_head + auth +
+                                 "Content-Length: 2\r\nContent-Length: 40\r\n\r\n", b"{}")
+        self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
+        self.assertEqual(reply["error"]["message"], "more than one Content-Length header")
+        status, reply = exchange("GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth +
+                                 "X-Probe: a\rb\r\n\r\n")
+        self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
+        self.assertIn("X-Probe", reply["error"]["message"])
+        # The server still serves, and counted every refused generation call.
+        status, ok = post(s.http_port, "/v1/chat/completions",
+                          {"model": "llada-tiny", "messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual(status, 200, ok)
+        metrics = s.metrics_text()
+        self.assertIn('dllm_requests_total{protocol="http",status="UNAUTHENTICATED"} 1', metrics)
+        self.assertIn('dllm_requests_total{protocol="http",status="INVALID_ARGUMENT"} 4', metrics)
+
+    def test_idle_connections_do_not_block_metrics(self):
+        """Two idle TCP connections to the metrics port held off every scrape for ~30 s
+        (prometheus-cpp's 2 worker threads, civetweb's 30 s request timeout)."""
+        s = self.start(auth=False)
+        idle = [socket.create_connection(("127.0.0.1", s.metrics_port), timeout=5)
+                for _ in range(4)]
+        try:
+            time.sleep(0.2)  # let the exposer hand them to its workers
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % s.metrics_port,
+                                        timeout=10) as r:
+                self.assertIn("dllm_requests_total", r.read().decode())
+        finally:
+            for sock in idle:
+                sock.close()
+
+    def test_kv_budget_is_400_and_overload_429_has_retry_after(self):
+        """A request too big for the whole KV budget can never succeed: 400 naming the budget
+        (SDKs retry 429s). A full queue is 429 with Retry-After."""
+        # llada-tiny: 4 layers x (K + V) x 128 floats = 4 KiB per position; 80 positions fit.
+        s = self.start(overrides={"engine": {"kv_budget_bytes": 80 * 4096,
+                                             "max_batch_sequences": 1, "queue_capacity": 1}})
+        body = {"model": "llada-tiny", "messages": [{"role": "user", "content": "add 1 2"}],
+                "max_tokens": 192}
+        status, reply = post(s.http_port, "/v1/chat/completions", body)
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(reply["error"]["type"], "invalid_request_error")
+        self.assertIn("engine.kv_budget_bytes", reply["error"]["message"])
+        self.assertEqual(reply["error"]["param"], "max_tokens")
+
+        # Fill the one batch slot and the one queue slot with slow requests, then one more.
+        slow = dict(body, max_tokens=48, decoding={"steps": 48, "block_length": 48})
+        results = []
+
+        def call():
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=120)
+            conn.request("POST", "/v1/chat/completions", json.dumps(slow),
+                         {"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
+            r = conn.getresponse()
+            results.append((r.status, r.getheader("Retry-After"), r.read()))
+            conn.close()
+
+        threads = [threading.Thread(target=call) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = sorted(r[0] for r in results)
+        self.assertIn(429, statuses, results)
+        self.assertTrue(set(statuses) <= {200, 429}, results)
+        for status, retry_after, _ in results:
+            self.assertEqual(retry_after, "1" if status == 429 else None)
+
     # ------------------------------------------------------------ the browser playground
 
     # The form's settings in the playground tests, and the same as dllm-client flags.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "server/http_status_mapping.h"
 
 namespace dllm {
@@ -259,6 +260,78 @@ TEST_CASE("http mapping: stream_options.include_steps opts into step events, wit
   CHECK(ErrorOf(body) == "stream_options.include_steps: needs \"stream\": true");
   body["stream_options"] = {{"include_canvas", true}};
   CHECK(ErrorOf(body) == "stream_options.include_canvas: unknown field");
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// Every CacheOptions/DecodingOptions field of the proto has its HTTP name: the two
+// transports accept the same values (shadow_sample_rate was refused as unknown over HTTP).
+TEST_CASE("http mapping: decoding and cache objects take every proto field") {
+  for (const auto* descriptor :
+       {v1::DecodingOptions::descriptor(), v1::CacheOptions::descriptor()}) {
+    const std::string object = descriptor == v1::CacheOptions::descriptor() ? "cache" : "decoding";
+    for (int i = 0; i < descriptor->field_count(); ++i) {
+      const auto* f = descriptor->field(i);
+      INFO(object << "." << f->name());
+      json value;
+      if (f->type() == google::protobuf::FieldDescriptor::TYPE_ENUM) {
+        value = f->enum_type()->value(1)->name();
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_FLOAT) {
+        value = 0.05;
+      } else {
+        value = 3;
+      }
+      json body = kChat;
+      body[object] = {{f->name(), value}};
+      absl::StatusOr<OpenAiRequest> r =
+          ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, body.dump());
+      INFO(r.status().message());
+      REQUIRE(r.ok());
+      const google::protobuf::Message& options =
+          object == "cache" ? static_cast<const google::protobuf::Message&>(r->request.cache())
+                            : r->request.decoding();
+      CHECK(options.GetReflection()->HasField(options, f));
+    }
+  }
+  json body = kChat;
+  body["cache"] = {{"shadow_sample_rate", 0.25}};
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, body).request.cache().shadow_sample_rate() ==
+        0.25f);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// A 4 MB body of nested arrays cost ~145 MB of DOM: the shape is bounded before parsing.
+TEST_CASE("http mapping: deeply nested or huge JSON is refused before a DOM is built") {
+  const std::string nested = std::string(2 << 20, '[') + std::string(2 << 20, ']');
+  CHECK(ErrorOf(json::parse("{}"), OpenAiEndpoint::kChatCompletions) == "model: is required");
+  absl::StatusOr<OpenAiRequest> r = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, nested);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        absl::StrCat("body: JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  // At the bound: the parser decides (here: valid JSON, but not an object).
+  const std::string at_bound = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  r = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, at_bound);
+  CHECK(r.status().message() == "body: must be a JSON object");
+  // A flat array of more values than the bound.
+  std::string flat = R"({"model": "m", "prompt": [1)";
+  for (int64_t i = 0; i < kMaxJsonValues; ++i) flat += ",1";
+  flat += "]}";
+  r = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, flat);
+  CHECK(r.status().message() == absl::StrCat("body: more than ", kMaxJsonValues, " JSON values"));
+  // Brackets and commas inside strings are text, not structure.
+  json body = kChat;
+  body["messages"][0]["content"] = std::string(100000, '[') + "\\\"" + std::string(300000, ',');
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, body).request.chat().messages(0).content().size() ==
+        400002);
 }
 
 }  // namespace

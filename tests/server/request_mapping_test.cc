@@ -234,3 +234,26 @@ TEST_CASE("request mapping: an unset default block longer than the answer is sho
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// Six significant digits printed 1.0000001 as "1", and "1 is outside (0, 1]" contradicts
+// itself: a value just past a bound must print with the digits that put it there.
+TEST_CASE("request mapping: error messages show values just past a bound exactly") {
+  const float past_one = std::nextafter(1.0f, 2.0f);
+  v1::GenerateRequest r = Prompt("hi");
+  r.mutable_decoding()->set_top_p(past_one);
+  CHECK(ErrorOf(r) == "decoding.top_p: 1.0000001 is outside (0, 1]");
+  r = Prompt("hi");
+  r.mutable_decoding()->set_confidence_threshold(past_one);
+  CHECK(ErrorOf(r) == "decoding.confidence_threshold: 1.0000001 is outside [0, 1]");
+  LimitsSection limits;
+  limits.max_temperature = 2.0f;
+  r = Prompt("hi");
+  r.mutable_decoding()->set_temperature(std::nextafter(2.0f, 3.0f));
+  CHECK(ErrorOf(r, limits) == "decoding.temperature: 2.0000002 exceeds limits.max_temperature (2)");
+}
+
+}  // namespace
+}  // namespace dllm

@@ -2,11 +2,13 @@
 // fixtures of tests/data/reference: generations equal the independent PyTorch sampler's
 // (gen_reference_generations.py), tau = -inf equals no cache, batch invariance.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/core/row_stats.h"
 #include "engine/engine.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
@@ -149,6 +151,39 @@ TEST_CASE("Real forward: tau = -inf reproduces no cache; partial steps run",
       CHECK(cached.stats.partial_steps > 0);
       CHECK(cached.stats.rows_computed < none.stats.rows_computed);
     }
+  }
+}
+
+// A temperature so small that logits / temperature overflows float (1e-39 is denormal) once
+// sampled ties among infinities: garbage instead of the near-greedy answer it asks for.
+TEST_CASE("Real forward: temperatures below kGreedyBelowTemperature decode greedily",
+          "[engine][integration]") {
+  CHECK(EffectiveTemperature(kGreedyBelowTemperature) == kGreedyBelowTemperature);
+  CHECK(EffectiveTemperature(std::nextafter(kGreedyBelowTemperature, 0.0f)) == 0.0f);
+  CHECK(EffectiveTemperature(0.0f) == 0.0f);
+  CHECK(EffectiveTemperature(0.7f) == 0.7f);
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture);
+    GenerationRequest r;
+    r.prompt_ids = {5, 77, 123, 9, 42, 250, 17, 3, 99, 100};
+    r.max_new_tokens = 16;
+    r.decoding.block_length = 16;
+    r.decoding.seed = 3;
+    const FinalEvent greedy = RunOne(*engine, r);
+    for (float t : {1e-39f, 1e-30f, std::nextafter(kGreedyBelowTemperature, 0.0f)}) {
+      INFO(fixture << " temperature " << t);
+      r.decoding.temperature = t;
+      CHECK(RunOne(*engine, r).token_ids == greedy.token_ids);
+    }
+    // Dream's position sampling temperature follows the same rule.
+    r.decoding = DecodingParams{};
+    r.decoding.schedule = Schedule::kTimestep;
+    r.decoding.remasking = Remasking::kEntropy;
+    r.decoding.steps = 8;
+    r.decoding.seed = 3;
+    const FinalEvent ordered = RunOne(*engine, r);
+    r.decoding.alg_temp = 1e-39f;
+    CHECK(RunOne(*engine, r).token_ids == ordered.token_ids);
   }
 }
 

@@ -338,10 +338,13 @@ TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
     }
     release.Notify();
     for (auto& s : sinks) CHECK(s->Wait().status.ok());
-    // Larger than the whole budget: rejected up front.
+    // Larger than the whole budget: rejected up front, as a client error (it can never run;
+    // RESOURCE_EXHAUSTED / HTTP 429 would tell clients to retry).
     auto too_big =
         h.engine->Submit(Request(DecodingParams{}, {}, 128), std::make_shared<CollectSink>());
-    CHECK(absl::IsResourceExhausted(too_big.status()));
+    CHECK(absl::IsInvalidArgument(too_big.status()));
+    CHECK_THAT(std::string(too_big.status().message()),
+               Catch::Contains("max_new_tokens") && Catch::Contains("engine.kv_budget_bytes"));
     h.engine->Drain(absl::Seconds(10));
   }
   CHECK(observer.max_sequences == 2);
