@@ -651,7 +651,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
         absl::StrCat("cannot listen for HTTP on ", config.http.address, ":", config.http.port));
   }
   out->port_ = port;
-  out->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  HttpServer* self = out.get();
+  out->thread_ = std::thread([&server, self] {
+    server.listen_after_bind();  // returns once every connection thread has finished
+    self->listen_returned_.Notify();
+  });
   // stop() only acts on a running server: make sure Stop can never miss it.
   while (!server.is_running()) absl::SleepFor(absl::Milliseconds(1));
   return out;
@@ -659,9 +663,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::Stop() {
+void HttpServer::Stop() { Stop(absl::InfiniteDuration()); }
+
+bool HttpServer::Stop(absl::Duration timeout) {
   if (server_ != nullptr) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return true;
+  if (!listen_returned_.WaitForNotificationWithTimeout(timeout)) {
+    // Connection threads still run against server_ and handlers_: never free them.
+    thread_.detach();
+    (void)server_.release();
+    new std::shared_ptr<void>(std::move(handlers_));
+    return false;
+  }
+  thread_.join();
+  return true;
 }
 
 }  // namespace dllm

@@ -35,6 +35,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
 #include "server/logger.h"
@@ -59,6 +61,11 @@ class HttpServer {
   // Closes the listener and waits for every connection thread to finish. Call after the
   // engine drained (every accepted request then has its final event, so handlers end).
   void Stop();
+  // The same, waiting at most `timeout`: a client that trickles a request's bytes keeps its
+  // connection thread reading for as long as it likes, and shutdown must not wait for it.
+  // False on timeout; the server's threads are then left running (and its memory
+  // deliberately leaked), so the caller must exit the process soon.
+  bool Stop(absl::Duration timeout);
 
  private:
   HttpServer() = default;
@@ -66,6 +73,7 @@ class HttpServer {
   std::shared_ptr<void> handlers_;  // the routes' state; destroyed after server_
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  absl::Notification listen_returned_;
   int port_ = 0;
 };
 

@@ -297,6 +297,10 @@ int Run(int argc, char** argv) {
   }
 
   const int signal_number = WaitForStopSignal();
+  // The drain timeout bounds the whole shutdown, whatever clients do (plus a second to
+  // write the last replies).
+  const absl::Time stop_deadline =
+      absl::Now() + absl::Seconds(config.server.drain_timeout_seconds) + absl::Seconds(1);
   logger.Info("draining", {{"signal", int64_t{signal_number}},
                            {"drain_timeout_seconds", config.server.drain_timeout_seconds}});
   health->SetServingStatus(false);
@@ -304,12 +308,18 @@ int Run(int argc, char** argv) {
   (*engine)->Drain(absl::Seconds(config.server.drain_timeout_seconds));
   // Every accepted request has its final event now; wait until gRPC has handed their replies
   // to the transport, and give the kernel a moment to send them.
-  service.WaitForOpenCalls(absl::FromChrono(kShutdownGrace));
+  service.WaitForOpenCalls(std::max(absl::ZeroDuration(), std::min(absl::FromChrono(kShutdownGrace),
+                                                                   stop_deadline - absl::Now())));
   absl::SleepFor(kFinalFlush);
   // HTTP: close the listener and wait for its connection threads, i.e. until every HTTP
   // response (all of which have their final events now) is written; idle keep-alive
-  // connections delay this by at most the keep-alive timeout.
-  if (http != nullptr) http->Stop();
+  // connections delay this by at most the keep-alive timeout, and a client trickling bytes
+  // no longer than the stop deadline.
+  if (http != nullptr && !http->Stop(std::max(absl::ZeroDuration(), stop_deadline - absl::Now()))) {
+    logger.Warning("http_stop_timeout",
+                   {{"detail", std::string("HTTP connections still open at the drain deadline "
+                                           "were closed by exiting")}});
+  }
   engine->reset();
   logger.Info("stopped");
   std::cerr.flush();

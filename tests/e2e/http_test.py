@@ -312,6 +312,43 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(done["usage"]["completion_tokens"] >= 0, True)
         self.assertEqual(s.stop(), 0)
 
+    def test_sigterm_exits_despite_a_trickling_client(self):
+        """Shutdown joined every HTTP connection thread with no limit: one client sending a
+        header byte every 0.3 s kept the server running 60 s past SIGTERM with a 5 s drain
+        timeout. The drain timeout (+1 s to write the last replies) bounds it now."""
+        drain_seconds = 2
+        s = self.start(auth=False,
+                       overrides={"server": {"drain_timeout_seconds": drain_seconds}})
+        sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=5)
+        request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000
+        stop = threading.Event()
+
+        def trickle():
+            for byte in request:
+                if stop.wait(0.3):
+                    return
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    return
+
+        t = threading.Thread(target=trickle)
+        t.start()
+        try:
+            time.sleep(1)  # the connection is accepted and its thread is reading
+            sent = time.time()
+            s.proc.send_signal(signal.SIGTERM)
+            # Generous next to the bound (3 s): what matters is that it exits at all.
+            rc = s.proc.wait(timeout=drain_seconds + 1 + 10)
+            took = time.time() - sent
+        finally:
+            stop.set()
+            t.join()
+            sock.close()
+        self.assertEqual(rc, 0, s.log()[-2000:])
+        self.assertIn("http_stop_timeout", s.log())
+        print("exited %.2f s after SIGTERM (drain timeout %d s)" % (took, drain_seconds))
+
     def test_tls(self):
         """With tls: set, the HTTP listener speaks HTTPS with the same certificates (mTLS)."""
         pki = e2e_test.E2ETest.make_pki(self)
