@@ -109,9 +109,9 @@ class EngineImpl final : public Engine {
     if (request.prompt_text.has_value()) {
       ids = tokenizer_->Encode(*request.prompt_text);
     } else if (!request.messages.empty()) {
-      absl::StatusOr<std::string> text = RenderChat(config_.family, request.messages);
-      if (!text.ok()) return text.status();
-      ids = tokenizer_->Encode(*text);
+      absl::StatusOr<RenderedChat> chat = RenderChat(config_.family, request.messages);
+      if (!chat.ok()) return chat.status();
+      ids = tokenizer_->Encode(chat->text, chat->content);
     } else if (!request.prompt_ids.empty()) {
       ids = request.prompt_ids;
     } else {
@@ -143,7 +143,9 @@ class EngineImpl final : public Engine {
       }
       if (ids[i] == config_.mask_token_id) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "prompt_ids[%d] is the mask token %d; infilling is not supported", i, ids[i]));
+            "prompt: token %d is the mask token (id %d); infilling is not supported (chat "
+            "content is always read as text)",
+            i, ids[i]));
       }
     }
     if (r.snapshot_every_steps < 0) {

@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -85,7 +87,8 @@ absl::StatusOr<AddedTokenSet> AddedTokenSet::Create(std::vector<AddedToken> toke
   return set;
 }
 
-std::vector<AddedTokenSet::Segment> AddedTokenSet::Split(std::string_view text) const {
+std::vector<AddedTokenSet::Segment> AddedTokenSet::Split(
+    std::string_view text, std::span<const TextRange> text_only) const {
   std::vector<Segment> out;
   if (tokens_.empty()) {
     if (!text.empty()) out.push_back({text, -1});
@@ -112,6 +115,12 @@ std::vector<AddedTokenSet::Segment> AddedTokenSet::Split(std::string_view text) 
       continue;
     }
     const AddedToken& token = tokens_[best];
+    if (token.special && std::any_of(text_only.begin(), text_only.end(), [&](const TextRange& r) {
+          return r.Overlaps(pos, best_end);
+        })) {
+      ++pos;  // e.g. "<|eot_id|>" typed by a user: text, never a turn boundary
+      continue;
+    }
     size_t start = pos;
     size_t end = best_end;
     if (token.single_word) {

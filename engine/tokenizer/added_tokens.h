@@ -10,12 +10,14 @@
 #define DLLM_ENGINE_TOKENIZER_ADDED_TOKENS_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "engine/tokenizer/text_range.h"
 
 namespace dllm {
 
@@ -44,8 +46,11 @@ class AddedTokenSet {
   static absl::StatusOr<AddedTokenSet> Create(std::vector<AddedToken> tokens);
 
   // Splits `text` (valid UTF-8) into segments that concatenate back to `text`, except for
-  // whitespace absorbed by lstrip/rstrip tokens. Plain segments are never empty.
-  std::vector<Segment> Split(std::string_view text) const;
+  // whitespace absorbed by lstrip/rstrip tokens. Plain segments are never empty. A special
+  // token is not matched where it overlaps one of `text_only` (byte ranges of untrusted
+  // text, such as chat content); plain added tokens are matched everywhere.
+  std::vector<Segment> Split(std::string_view text,
+                             std::span<const TextRange> text_only = {}) const;
 
   bool empty() const { return tokens_.empty(); }
   const std::vector<AddedToken>& tokens() const { return tokens_; }

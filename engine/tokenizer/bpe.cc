@@ -1,5 +1,7 @@
 #include "engine/tokenizer/bpe.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -36,21 +38,36 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(BpeTokenizerP
   return tokenizer;
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text) const {
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
+                                          std::span<const TextRange> text_only) const {
   std::string repaired;
   if (!IsValidUtf8(text)) {
+    // Repair changes byte offsets: then every byte is text only (the chat template's own
+    // text is valid UTF-8, so this only happens to raw prompts, which have no ranges).
     repaired = ToValidUtf8(text);
     text = repaired;
   }
+  const TextRange everything{0, text.size()};
+  if (!repaired.empty() && !text_only.empty())
+    text_only = std::span<const TextRange>(&everything, 1);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  for (const AddedTokenSet::Segment& segment : raw_added_.Split(text)) {
+  for (const AddedTokenSet::Segment& segment : raw_added_.Split(text, text_only)) {
     if (segment.id >= 0) {
       ids.push_back(segment.id);
       continue;
     }
+    // Normalizing moves offsets: a plain segment touching untrusted text matches no special
+    // tokens at all (the template's own ones were all matched above).
+    const size_t at = static_cast<size_t>(segment.text.data() - text.data());
+    const bool untrusted = std::any_of(text_only.begin(), text_only.end(), [&](const TextRange& r) {
+      return r.Overlaps(at, at + segment.text.size());
+    });
     const std::string normalized = parts_.normalizer.Normalize(segment.text);
-    for (const AddedTokenSet::Segment& inner : normalized_added_.Split(normalized)) {
+    const TextRange whole{0, normalized.size()};
+    for (const AddedTokenSet::Segment& inner :
+         normalized_added_.Split(normalized, untrusted ? std::span<const TextRange>(&whole, 1)
+                                                       : std::span<const TextRange>())) {
       if (inner.id >= 0) {
         ids.push_back(inner.id);
       } else {

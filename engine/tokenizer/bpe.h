@@ -37,7 +37,9 @@ class BpeTokenizer final : public Tokenizer {
   // Errors: INVALID_ARGUMENT for a missing model or inconsistent added tokens.
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> Create(BpeTokenizerParts parts);
 
-  std::vector<int32_t> Encode(std::string_view text) const override;
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view text,
+                              std::span<const TextRange> text_only) const override;
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string TokenBytes(int32_t id) const override;
   // Added tokens by their text ("<|mask|>"); vocabulary tokens by their byte-level spelling

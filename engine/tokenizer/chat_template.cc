@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/utf8.h"
 
 namespace dllm {
 namespace {
@@ -35,7 +36,7 @@ std::string_view TrimUnicodeWhitespace(std::string_view text) {
 
 }  // namespace
 
-absl::StatusOr<std::string> RenderChat(ModelFamily family, std::span<const ChatMessage> messages) {
+absl::StatusOr<RenderedChat> RenderChat(ModelFamily family, std::span<const ChatMessage> messages) {
   if (messages.empty()) return absl::InvalidArgumentError("chat has no messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!IsKnownRole(messages[i].role)) {
@@ -44,28 +45,39 @@ absl::StatusOr<std::string> RenderChat(ModelFamily family, std::span<const ChatM
                                                      "\" (expected system, user or assistant)"));
     }
   }
-  std::string out;
+  RenderedChat out;
+  auto append_content = [&out](std::string_view content) {
+    const std::string repaired = IsValidUtf8(content) ? std::string() : ToValidUtf8(content);
+    if (!repaired.empty()) content = repaired;
+    const size_t begin = out.text.size();
+    out.text.append(content);
+    out.content.push_back(TextRange{begin, out.text.size()});
+  };
   switch (family) {
     case ModelFamily::kLlada:
       // tokenizer_config.json chat_template: BOS before the first message, Llama-3 headers,
       // `content | trim`, and the assistant header appended unconditionally.
       for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += "<|startoftext|>";
-        absl::StrAppend(&out, "<|start_header_id|>", messages[i].role, "<|end_header_id|>\n\n",
-                        std::string(TrimUnicodeWhitespace(messages[i].content)), "<|eot_id|>");
+        if (i == 0) out.text += "<|startoftext|>";
+        absl::StrAppend(&out.text, "<|start_header_id|>", messages[i].role,
+                        "<|end_header_id|>\n\n");
+        append_content(TrimUnicodeWhitespace(messages[i].content));
+        out.text += "<|eot_id|>";
       }
-      out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      out.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       return out;
     case ModelFamily::kDream:
       // Qwen2.5 ChatML: default system prompt unless the chat starts with one; content is
       // not trimmed; add_generation_prompt is always on for serving.
       if (messages.front().role != "system") {
-        out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+        out.text += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
       }
       for (const ChatMessage& message : messages) {
-        absl::StrAppend(&out, "<|im_start|>", message.role, "\n", message.content, "<|im_end|>\n");
+        absl::StrAppend(&out.text, "<|im_start|>", message.role, "\n");
+        append_content(message.content);
+        out.text += "<|im_end|>\n";
       }
-      out += "<|im_start|>assistant\n";
+      out.text += "<|im_start|>assistant\n";
       return out;
   }
   return absl::InvalidArgumentError("unknown model family");

@@ -5,9 +5,11 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/core/model_family.h"
+#include "engine/tokenizer/text_range.h"
 
 namespace dllm {
 
@@ -16,10 +18,20 @@ struct ChatMessage {
   std::string content;
 };
 
+// The rendered prompt, and where each message's content sits in it.
+struct RenderedChat {
+  std::string text;
+  // One range per message, in order: the bytes of its content (trimmed as the template
+  // trims). The tokenizer reads them as text only, so content that spells a special token
+  // ("<|eot_id|>", "<|im_start|>assistant") cannot end a turn or fake another one.
+  std::vector<TextRange> content;
+};
+
 // LLaDA: <|startoftext|> once, Llama-3 headers, trimmed content, the assistant header always
 // appended. Dream: ChatML with the default system prompt when none is given, then the
-// generation prompt. Errors: INVALID_ARGUMENT for an empty list or an unknown role.
-absl::StatusOr<std::string> RenderChat(ModelFamily family, std::span<const ChatMessage> messages);
+// generation prompt. Content that is not valid UTF-8 is repaired (U+FFFD) first. Errors:
+// INVALID_ARGUMENT for an empty list or an unknown role.
+absl::StatusOr<RenderedChat> RenderChat(ModelFamily family, std::span<const ChatMessage> messages);
 
 }  // namespace dllm
 

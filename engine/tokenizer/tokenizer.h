@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/tokenizer/text_range.h"
 
 namespace dllm {
 
@@ -29,8 +30,12 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromDir(const std::string& model_dir);
   virtual ~Tokenizer() = default;
 
-  // Added/special tokens written literally in `text` become their ids.
-  virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
+  // Added/special tokens written literally in `text` become their ids, except that special
+  // tokens overlapping a `text_only` range are read as ordinary text: chat content a user
+  // typed can spell "<|eot_id|>" but never end its turn or fake another.
+  virtual std::vector<int32_t> Encode(std::string_view text,
+                                      std::span<const TextRange> text_only) const = 0;
+  std::vector<int32_t> Encode(std::string_view text) const { return Encode(text, {}); }
 
   // Invalid UTF-8 is replaced with U+FFFD. Special tokens are dropped when skip_special.
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;

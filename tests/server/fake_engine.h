@@ -23,7 +23,8 @@ namespace dllm::testing {
 class FakeTokenizer : public Tokenizer {
  public:
   // One id per byte, offset by 10.
-  std::vector<int32_t> Encode(std::string_view text) const override {
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view text, std::span<const TextRange>) const override {
     std::vector<int32_t> ids;
     for (unsigned char c : text) ids.push_back(10 + c);
     return ids;

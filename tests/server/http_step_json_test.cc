@@ -17,7 +17,10 @@ using nlohmann::json;
 // Ids 10..265 are the bytes 0..255; 7 is a special token "<|eot|>".
 class ByteTokenizer final : public Tokenizer {
  public:
-  std::vector<int32_t> Encode(std::string_view) const override { return {}; }
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view, std::span<const TextRange>) const override {
+    return {};
+  }
   std::string Decode(std::span<const int32_t>, bool) const override { return ""; }
   std::string TokenBytes(int32_t id) const override {
     if (id == 7) return "<|eot|>";

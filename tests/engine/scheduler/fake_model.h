@@ -153,7 +153,8 @@ class FakeExecutor final : public StepExecutor {
 // ids < 10 and the mask are special.
 class FakeTokenizer final : public Tokenizer {
  public:
-  std::vector<int32_t> Encode(std::string_view text) const override {
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view text, std::span<const TextRange>) const override {
     std::vector<int32_t> ids;
     for (unsigned char c : text) ids.push_back(12 + c % 48);
     return ids;
