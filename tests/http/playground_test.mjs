@@ -75,11 +75,18 @@ async function panel(page, index) {
   }));
 }
 
-async function pageScenario(browser) {
+// Opens the page; waits until its model line says `state` ("ready", or "error" when the
+// settings could not load).
+async function openPage(browser, state) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const errors = watchErrors(page);
   await page.goto(`${origin}/`);
-  await page.waitForSelector("#model-line[data-state=ready]", { timeout: TIMEOUT_MS });
+  await page.waitForSelector(`#model-line[data-state=${state}]`, { timeout: TIMEOUT_MS });
+  return { page, errors };
+}
+
+async function pageScenario(browser) {
+  const { page, errors } = await openPage(browser, "ready");
   assert.ok(await page.locator("#auth").isHidden(), "no token asked for on an open server");
 
   // One generation through the form, started from the keyboard.
@@ -142,10 +149,7 @@ async function pageScenario(browser) {
 }
 
 async function authScenario(browser) {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const errors = watchErrors(page);
-  await page.goto(`${origin}/`);
-  await page.waitForSelector("#model-line[data-state=error]", { timeout: TIMEOUT_MS });
+  const { page, errors } = await openPage(browser, "error");
   assert.ok(await page.locator("#auth").isVisible(), "the page asks for a token");
 
   // Without a token the server refuses the generation, and the page says why.
