@@ -62,11 +62,15 @@ class HttpGeneration final : public EventSink {
   void OnStep(const StepEvent& event) override {
     {
       absl::MutexLock lock(&mu_);
-      for (Item& item : items_) {
-        if (!item.step || item.provisional_dropped) continue;
-        item.step->provisional_positions.clear();
-        item.step->provisional_tokens.clear();
-        item.provisional_dropped = true;
+      // Only the newest queued step can still hold proposals: look back to it, no further.
+      for (auto it = items_.rbegin(); it != items_.rend(); ++it) {
+        if (!it->step) continue;
+        if (!it->provisional_dropped) {
+          it->step->provisional_positions.clear();
+          it->step->provisional_tokens.clear();
+          it->provisional_dropped = true;
+        }
+        break;
       }
       items_.push_back(Item{std::string(), event});
     }

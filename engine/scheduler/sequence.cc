@@ -176,14 +176,15 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
     snapshot.canvas_text += stream.Finish();
     pending_.sink->OnSnapshot(snapshot);
   }
-  if (pending_.request.step_events) EmitStep(rows, *committed);
+  if (pending_.request.step_events) EmitStep(step, rows, *committed);
   return absl::OkStatus();
 }
 
-void Sequence::EmitStep(std::span<const RowStats> rows, std::span<const CommittedToken> committed) {
+void Sequence::EmitStep(int step, std::span<const RowStats> rows,
+                        std::span<const CommittedToken> committed) {
   const int prompt = decoder_.prompt_length();
   StepEvent event;
-  event.step = decoder_.step() - 1;  // Commit advanced the step counter
+  event.step = step;
   event.full = plan_.full;
   event.rows = planned_rows_;
   event.max_committed_entropy = last_step_entropy_;

@@ -88,7 +88,8 @@ class Sequence {
 
  private:
   void EmitText(CommitEvent* event);
-  void EmitStep(std::span<const RowStats> rows, std::span<const CommittedToken> committed);
+  void EmitStep(int step, std::span<const RowStats> rows,
+                std::span<const CommittedToken> committed);
 
   PendingRequest pending_;
   std::unique_ptr<KvHandle> kv_;

@@ -1,5 +1,6 @@
 // Chat templates of the two model families, rendered exactly as the published
-// tokenizer_config.json templates do (see shared reference models.md §2.4 and §3.4).
+// tokenizer_config.json templates of LLaDA-8B-Instruct (Llama-3 headers) and
+// Dream-v0-Instruct-7B (Qwen2.5 ChatML) do.
 #ifndef DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
 #define DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
 

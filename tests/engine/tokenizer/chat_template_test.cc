@@ -5,8 +5,8 @@
 namespace dllm {
 namespace {
 
-// Expected strings are the literal renderings given in the shared reference models.md
-// (§2.4 for LLaDA, §3.4 for Dream).
+// Expected strings are what the published tokenizer_config.json chat templates render
+// (Jinja) for these messages.
 TEST_CASE("LLaDA single user turn", "[chat_template]") {
   const std::vector<ChatMessage> chat = {{"user", "  What is 2+2?\n"}};
   auto text = RenderChat(ModelFamily::kLlada, chat);
