@@ -53,7 +53,16 @@ import train
 from common import bpe, modeling
 
 sys.path.insert(0, os.path.join(common.ROOT, "tools", "tasks"))
+import cot  # noqa: E402
 import longform  # noqa: E402
+
+# --tasks long: the v6 suite (tools/tasks/longform.py); --tasks cot: suite v7 with free
+# wording (tools/tasks/cot.py, issue 30). Both have the same interface and prompt bounds.
+SUITES = {"long": longform, "cot": cot}
+
+
+def suite_of(args):
+    return SUITES[getattr(args, "tasks", "long") or "long"]
 
 log = train.log
 _SHOT_RX = re.compile(r"A: (.*?\n#### [^\n]*)", re.S)
@@ -91,8 +100,8 @@ def encode_item(tok, family, sp, item, g_len):
 def superstep_batches(k, args, tok, family, sp, exclude, weights):
     """The 4 batches of steps 4k..4k+3: lists of (ids, plen, shot mask)."""
     level, shots, prange = curriculum(4 * k, args.curriculum_steps, args.shots)
-    st = longform.stream(args.seed * 1_000_003 + k, exclude, weights, level=lambda: level,
-                         shots=lambda: shots, prompt_range=prange)
+    st = suite_of(args).stream(args.seed * 1_000_003 + k, exclude, weights,
+                               level=lambda: level, shots=lambda: shots, prompt_range=prange)
     enc = []
     while len(enc) < 4 * args.batch:
         e = encode_item(tok, family, sp, next(st), args.gen_length)
@@ -240,8 +249,10 @@ def transfer_weights(model, tok, family, src_dir):
 def rewarmed_lr(step, warm_from, args):
     """The cosine schedule's rate at `step`; after a warm start (fresh AdamW moments, whose
     first updates are about lr per weight whatever the gradient) it ramps linearly from 0
-    over args.rewarm_steps."""
-    lr = train.lr_at(step, args.max_steps, args.lr, args.warmup)
+    over args.rewarm_steps. --cosine-from S restarts the schedule (warmup, then cosine to
+    --max-steps) at step S, for a new phase that starts from a trained model."""
+    start = getattr(args, "cosine_from", None) or 0
+    lr = train.lr_at(step - start, args.max_steps - start, args.lr, args.warmup)
     if warm_from is not None and args.rewarm_steps > 0:
         lr *= min(1.0, (step - warm_from + 1) / args.rewarm_steps)
     return lr
@@ -265,7 +276,8 @@ def run(args):
     ckpt_path = os.path.join(state_dir, "ckpt.pt")
     tok_dir = os.path.join(state_dir, "tokenizer")
 
-    test, val, exclude = longform.load_splits()
+    suite = suite_of(args)
+    test, val, exclude = suite.load_splits()
     weights = None
     if args.family_weights:
         weights = {k.strip(): float(v) for k, _, v in
@@ -280,7 +292,7 @@ def run(args):
     elif args.transfer_from:
         tok = transferred_tokenizer(family, args.transfer_from)
     else:
-        st = longform.stream(longform.TRAIN_SEED + args.seed, exclude, weights)
+        st = suite.stream(suite.TRAIN_SEED + args.seed, exclude, weights)
         corpus = [next(st) for _ in range(args.tok_corpus)]
         tok = bpe.build(family, [bpe.render_chat(family, x["prompt"]) + x["answer"]
                                  for x in corpus], args.tok_vocab)
@@ -339,7 +351,7 @@ def run(args):
         m = train.rounded_copy(model)
         te = time.time()
         recs = evaluate.evaluate(m, tok, family, val_items, g_len, batch_size=args.eval_batch,
-                                 block_length=args.block_length, check=longform.check,
+                                 block_length=args.block_length, check=suite.check,
                                  answer_key="final", padded=True, stop_at_end=True)
         acc, per = evaluate.summarize(recs)
         tf, tf_blocks = masked_answer_accuracy(m, tok, family, val_items, g_len,
@@ -361,7 +373,8 @@ def run(args):
 
     def save_model(step, out_dir, extra):
         info = {"family": family, "step": step, "argv": sys.argv, "args": vars(args),
-                "params": n_params, "tokenizer_size": len(tok), "tasks": "longform",
+                "params": n_params, "tokenizer_size": len(tok),
+                "tasks": "cot" if suite is cot else "longform",
                 "block_length": args.block_length, **extra}
         train.save_model(model, cfg, tok, family, g_len, out_dir, info)
         with open(os.path.join(out_dir, "generation_config.json")) as f:

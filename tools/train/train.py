@@ -152,7 +152,8 @@ def main():
     ap.add_argument("--init-from", default=None,
                     help="continue from a saved model folder (its weights and tokenizer)")
     long = ap.add_argument_group("long-form mode (--tasks long, tools/train/longtrain.py)")
-    long.add_argument("--tasks", choices=["tiny", "long"], default="tiny")
+    long.add_argument("--tasks", choices=["tiny", "long", "cot"], default="tiny",
+                      help="long: the v6 long-form suite; cot: suite v7 (tools/tasks/cot.py)")
     long.add_argument("--state-dir", default=None,
                       help="checkpoint folder (default tools/train/out_long/<basename of --out>)")
     long.add_argument("--resume", action="store_true", help="continue from --state-dir/ckpt.pt")
@@ -164,6 +165,9 @@ def main():
                            "longtrain.transfer_weights; a fresh run otherwise (step 0)")
     long.add_argument("--rewarm-steps", type=int, default=200,
                       help="after --warm-start, ramp the learning rate from 0 over this many steps")
+    long.add_argument("--cosine-from", type=int, default=None,
+                      help="restart the learning-rate schedule (warmup, cosine to --max-steps) "
+                           "at this step (a new phase from a trained model)")
     long.add_argument("--ckpt-minutes", type=float, default=5.0)
     long.add_argument("--val-items", type=int, default=36)
     long.add_argument("--eval-batch", type=int, default=36)
@@ -177,10 +181,10 @@ def main():
     long.add_argument("--max-positions", type=int, default=1024)
     args = ap.parse_args()
     print(time.strftime("%H:%M:%S"), BLAS_NOTE, flush=True)
-    if args.tasks == "long":
+    if args.tasks in ("long", "cot"):
         import longtrain
         if args.state_dir is None:
-            args.state_dir = os.path.join(common.HERE, "out_long",
+            args.state_dir = os.path.join(common.HERE, "out_" + args.tasks,
                                           os.path.basename(os.path.normpath(args.out)))
         return longtrain.run(args)
 

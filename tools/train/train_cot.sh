@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Starts (or resumes) the suite-v7 ("cot", tools/tasks/cot.py) training runs in the
+# background, niced, one thread each: from their checkpoints in $STATE_ROOT/<name>/ckpt.pt
+# when present, else from the committed snapshots tools/train/warm_start/<name>, else (first
+# start) from the long models' snapshots tools/train/warm_start/{llada-long,dream-long}.
+# Usage: tools/train/train_cot.sh [llada-cot] [dream-cot]   (default: both)
+# Env:   STATE_ROOT (default tools/train/out_cot), OUT_ROOT (default models): checkpoints and
+#        the best-by-validation model folders. MIX (family weights, default uniform), SHOTS
+#        (default 2,6), LR (default 6e-4), MAX_STEPS (default: 20,000 steps after the phase
+#        start; where the cosine schedule ends and the run stops).
+# The learning-rate schedule restarts at the step the long model was snapshotted at
+# (--cosine-from): llada-long 52,642, dream-long 25,500.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+state_root=${STATE_ROOT:-$here/out_cot}
+out_root=${OUT_ROOT:-$here/../../models}
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=(llada-cot dream-cot)
+mkdir -p "$state_root"
+for name in "${names[@]}"; do
+  case "$name" in
+    llada-cot) family=(--family llada --seed 2); from=52642; src=llada-long ;;
+    dream-cot) family=(--family dream --kv-heads 2 --seed 3); from=25500; src=dream-long ;;
+    *) echo "train_cot.sh: unknown model '$name' (llada-cot or dream-cot)" >&2; exit 2 ;;
+  esac
+  if pgrep -f "train.py --tasks cot .*--state-dir $state_root/$name " >/dev/null; then
+    echo "$name: already running"
+    continue
+  fi
+  if [ -f "$here/warm_start/$name/model.safetensors" ]; then
+    start=(--warm-start "$here/warm_start/$name")
+  else
+    start=(--warm-start "$here/warm_start/$src")
+  fi
+  if [ ! -f "$state_root/$name/ckpt.pt" ] && [ ! -f "${start[1]}/model.safetensors" ]; then
+    echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2
+    continue
+  fi
+  (cd "$here" && nohup nice -n 10 /usr/bin/python3 train.py --tasks cot "${family[@]}" \
+    --state-dir "$state_root/$name" --out "$out_root/$name" \
+    --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
+    --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr "${LR:-6e-4}" \
+    --warmup 300 --cosine-from "$from" --max-steps "${MAX_STEPS:-$((from + 20000))}" \
+    --curriculum-steps 0 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
+    --family-weights "${MIX:-add=1,sub=1,reverse=1,copy=1,swap=1}" --shots "${SHOTS:-2,6}" \
+    --val-items 15 --eval-batch 3 --eval-every 1000 --ckpt-minutes 5 --minutes 100000 \
+    "${start[@]}" --resume >> "$state_root/$name.log" 2>&1 < /dev/null &)
+  echo "$name: started (${start[1]#$here/}), log $state_root/$name.log"
+done
