@@ -6,12 +6,16 @@
 # (see models/README.md, "Long-form models"). The best-by-validation model is in models/NAME.
 #
 # Usage: tools/train/snapshot_long.sh [NAME ...]     (default: llada-long dream-long)
+#        NAME may also be llada-cot or dream-cot (tools/train/out_cot; snapshot_cot.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=(llada-long dream-long)
 for name in "${names[@]}"; do
-  src="$here/out_long/$name/latest"
+  case "$name" in
+    *-cot) src="$here/out_cot/$name/latest" ;;  # suite v7 runs (train_cot.sh)
+    *) src="$here/out_long/$name/latest" ;;
+  esac
   if [ ! -f "$src/model.safetensors" ]; then
     echo "$name: no snapshot in $src (not started yet?)"
     continue

@@ -4,7 +4,8 @@
 # when present, else from the committed snapshots tools/train/warm_start/<name>, else (first
 # start) from the long models' snapshots tools/train/warm_start/{llada-long,dream-long}.
 # Usage: tools/train/train_cot.sh [llada-cot] [dream-cot]   (default: both)
-# Env:   STATE_ROOT (default tools/train/out_cot), OUT_ROOT (default models): checkpoints and
+# Env:   STATE_ROOT (default tools/train/out_cot), OUT_ROOT (default $STATE_ROOT/models;
+#        models/<name> once they ship): checkpoints and
 #        the best-by-validation model folders. MIX (family weights, default uniform), SHOTS
 #        (default 2,6), LR (default 6e-4), MAX_STEPS (default: 20,000 steps after the phase
 #        start; where the cosine schedule ends and the run stops).
@@ -13,7 +14,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 state_root=${STATE_ROOT:-$here/out_cot}
-out_root=${OUT_ROOT:-$here/../../models}
+out_root=${OUT_ROOT:-$state_root/models}
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=(llada-cot dream-cot)
 mkdir -p "$state_root"
@@ -40,10 +41,11 @@ for name in "${names[@]}"; do
     --state-dir "$state_root/$name" --out "$out_root/$name" \
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr "${LR:-6e-4}" \
-    --warmup 300 --cosine-from "$from" --max-steps "${MAX_STEPS:-$((from + 20000))}" \
+    --warmup 1 --cosine-from "$from" --max-steps "${MAX_STEPS:-$((from + 20000))}" \
     --curriculum-steps 0 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
     --family-weights "${MIX:-add=1,sub=1,reverse=1,copy=1,swap=1}" --shots "${SHOTS:-2,6}" \
-    --val-items 15 --eval-batch 3 --eval-every 1000 --ckpt-minutes 5 --minutes 100000 \
+    --val-items 10 --eval-batch 5 --eval-every 1000 --ckpt-minutes 5 --minutes 100000 \
     "${start[@]}" --resume >> "$state_root/$name.log" 2>&1 < /dev/null &)
-  echo "$name: started (${start[1]#$here/}), log $state_root/$name.log"
+  if [ -f "$state_root/$name/ckpt.pt" ]; then from_what="its checkpoint"; else from_what="${start[1]#$here/}"; fi
+  echo "$name: started from $from_what, log $state_root/$name.log"
 done
