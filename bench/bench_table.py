@@ -4,8 +4,10 @@ them), so that the README's benchmark table is the output of one command.
 
 Columns: the setting (decoding, then cache policy and its parameters), accuracy (and per
 family when the tasks carry one), tokens/s, speed-up against the run's baseline, steps per
-generated token, rows per step, full-step ratio, the share of step time spent in full steps,
-ms per full / partial step and the cache decision's share of wall time. Rows that dllm-bench
+generated token, tokens per forward, the mean committed-token entropy and the share of steps
+whose max committed entropy exceeds 0.5 nats (the decoding dynamics; "-" for rows written
+before dllm-bench reported them), rows per step, full-step ratio, the share of step time spent
+in full steps, ms per full / partial step and the cache decision's share of wall time. Rows that dllm-bench
 reports as rejected (an "error" field) are listed under the table with their error.
 
 Usage: bench/bench_table.py ROWS.jsonl   (or rows on stdin)
@@ -45,12 +47,25 @@ def accuracy_cell(row):
     return cell
 
 
+def dynamics(key, fmt, sub=None):
+    """A cell of the row's "dynamics" object (or of its `sub` object), "-" when absent."""
+    def cell(row):
+        d = row.get("dynamics", {})
+        if sub is not None:
+            d = d.get(sub, {})
+        return fmt.format(d[key]) if key in d else "-"
+    return cell
+
+
 COLUMNS = [
     ("setting", setting_name),
     ("accuracy", accuracy_cell),
     ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
     ("speed-up vs baseline", lambda r: f"{r['speedup_vs_baseline']:.2f}"),
     ("steps/token", lambda r: f"{r['steps_per_token']:.3f}"),
+    ("tok/forward", dynamics("tokens_per_forward", "{:.2f}")),
+    ("mean entropy", dynamics("mean_token_entropy", "{:.3f}")),
+    ("steps E>0.5", dynamics("frac_above_0.5", "{:.2f}", "step_max_entropy")),
     ("rows/step", lambda r: f"{r['rows_per_step']:.0f}"),
     ("full-step ratio", lambda r: f"{r['full_step_ratio']:.2f}"),
     ("full-step time share", lambda r: f"{r['full_time_frac']:.2f}"),

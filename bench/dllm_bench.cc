@@ -7,7 +7,7 @@
 //              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
 //               [--autotune BUDGET[:WINDOW]]]
 //
-// Policy specs: none | entropy[:tau=0.5,k=32] | dual | interval[:n=8,k=32]; any of them may
+// Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32]; any may
 // add shadow=RATE, that setting's own shadow sample rate (e.g. the same policy with and
 // without shadows, side by side in one run: what shadow sampling costs).
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -33,7 +33,16 @@
 // Rows also report steps_per_token (denoising steps per generated answer token),
 // rows_per_step, full_step_ratio and the time split between full and partial steps
 // (engine step wall time; with --batch > 1 a step counts as full when any sequence in it
-// refreshed fully).
+// refreshed fully), and "dynamics": tokens_per_forward (tokens committed per step, end
+// tokens included), mean_token_entropy, committed_entropy_hist (fractions of committed tokens
+// per entropy bin, nats) and step_max_entropy (mean, p50, p90 and frac_above_0.5 of each
+// step's max committed entropy, 0 for a step that commits nothing), to set a model's decoding
+// against published figures for real dLLMs.
+//
+// decision_overhead_frac is the policy's decision time over wall time. For EntropyCache it
+// includes the entropy term of the LM head's row statistics (computed for every predicted
+// row), charged at the ns per row measured on this CPU at startup (bench/entropy_cost.h;
+// decision_cost splits the two).
 //
 // Tasks with a "final" field (the long-form suite, tools/tasks/longform.py) are scored on the
 // answer's last line starting with "#### " (its text must equal "final"); others on the
@@ -88,6 +97,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "bench/entropy_cost.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
 
@@ -144,7 +154,14 @@ struct Result {
   int64_t engine_partial_steps = 0;
   int64_t tokens = 0;
   int errors = 0;
-  std::string rejected;  // Submit's error when the setting is invalid for this model
+  std::string rejected;        // Submit's error when the setting is invalid for this model
+  int64_t total_steps = 0;     // over all requests
+  double decision_s = 0;       // the policies' Plan + Observe time, summed over requests
+  int64_t predicted_rows = 0;  // rows whose statistics (entropy included) were computed
+  // Decoding dynamics: every committed token's entropy, and every step's max committed
+  // entropy (0 for a step that committed nothing), over all requests.
+  std::vector<float> committed_entropies;
+  std::vector<float> step_max_entropies;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -180,17 +197,10 @@ int ToInt(const std::string& key, const std::string& value) {
   return i;
 }
 
-Remasking ParseRemasking(const std::string& name) {
-  static const std::map<std::string, Remasking> kNames = {
-      {"low_confidence", Remasking::kLowConfidence},
-      {"random", Remasking::kRandom},
-      {"origin", Remasking::kOrigin},
-      {"maskgit_plus", Remasking::kMaskgitPlus},
-      {"topk_margin", Remasking::kTopkMargin},
-      {"entropy", Remasking::kEntropy}};
-  auto it = kNames.find(name);
-  if (it == kNames.end()) Die("unknown remasking/alg: " + name);
-  return it->second;
+Remasking RemaskingNamed(const std::string& name) {
+  std::optional<Remasking> r = ParseRemasking(name);
+  if (!r) Die("unknown remasking/alg '" + name + "' (" + RemaskingNames() + ")");
+  return *r;
 }
 
 DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen) {
@@ -225,7 +235,7 @@ DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defa
     else if (k == "eps")
       d.eps = static_cast<float>(ToDouble(k, v));
     else if (k == "alg" || k == "remasking")
-      d.remasking = ParseRemasking(v);
+      d.remasking = RemaskingNamed(v);
     else if (k == "alg_temp")
       d.alg_temp = static_cast<float>(ToDouble(k, v));
     else if (k == "temperature")
@@ -242,16 +252,9 @@ CacheParams ParsePolicy(const std::string& spec) {
   std::string head;
   auto opts = ParseOptions(spec, &head);
   CacheParams c;
-  if (head == "none")
-    c.policy = CachePolicyKind::kNone;
-  else if (head == "entropy")
-    c.policy = CachePolicyKind::kEntropy;
-  else if (head == "dual")
-    c.policy = CachePolicyKind::kDual;
-  else if (head == "interval")
-    c.policy = CachePolicyKind::kInterval;
-  else
-    Die("unknown policy '" + head + "' (none|entropy|dual|interval)");
+  std::optional<CachePolicyKind> policy = ParseCachePolicy(head);
+  if (!policy) Die("unknown policy '" + head + "' (" + CachePolicyNames() + ")");
+  c.policy = *policy;
   for (const auto& [k, v] : opts) {
     if (k == "tau")
       c.entropy_threshold = static_cast<float>(ToDouble(k, v));
@@ -317,7 +320,19 @@ class StepTimer final : public EngineObserver {
 
 class WaitSink final : public EventSink {
  public:
-  void OnCommit(const CommitEvent&) override {}
+  // Called on the worker thread before OnFinal; read after Wait() (the notification orders
+  // them).
+  void OnCommit(const CommitEvent& event) override {
+    float step_max = 0;
+    for (float e : event.entropy_nats) {
+      committed_entropies_.push_back(e);
+      step_max = std::max(step_max, e);
+    }
+    if (!event.entropy_nats.empty()) commit_step_max_.push_back(step_max);
+  }
+  const std::vector<float>& committed_entropies() const { return committed_entropies_; }
+  // Max committed entropy of each step that committed something.
+  const std::vector<float>& commit_step_max() const { return commit_step_max_; }
   void OnFinal(const FinalEvent& event) override {
     final_ = event;
     done_.Notify();
@@ -330,6 +345,8 @@ class WaitSink final : public EventSink {
  private:
   FinalEvent final_;
   absl::Notification done_;
+  std::vector<float> committed_entropies_;
+  std::vector<float> commit_step_max_;
 };
 
 Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tasks,
@@ -383,6 +400,16 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
         if (family) ++family->first;
       }
       r.tokens += f.stats.generated_tokens;
+      r.predicted_rows += f.stats.predicted_rows;
+      const WaitSink& sink = *sinks[i - begin];
+      r.committed_entropies.insert(r.committed_entropies.end(), sink.committed_entropies().begin(),
+                                   sink.committed_entropies().end());
+      r.step_max_entropies.insert(r.step_max_entropies.end(), sink.commit_step_max().begin(),
+                                  sink.commit_step_max().end());
+      r.step_max_entropies.resize(
+          r.step_max_entropies.size() +
+              std::max<int64_t>(0, f.stats.steps - int64_t(sink.commit_step_max().size())),
+          0.0f);
       steps += f.stats.steps;
       full += f.stats.full_steps;
       rows += f.stats.rows_computed;
@@ -396,8 +423,10 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
   r.tokens_per_s = r.wall_s > 0 ? r.tokens / r.wall_s : 0;
   r.full_step_ratio = steps ? double(full) / steps : 0;
   r.rows_per_step = steps ? double(rows) / steps : 0;
+  r.decision_s = decision;
   r.decision_overhead_frac = r.wall_s > 0 ? decision / r.wall_s : 0;
   r.steps = n ? steps / n : 0;
+  r.total_steps = steps;
   r.mean_committed_entropy = n ? entropy / n : 0;
   r.steps_per_token = r.tokens ? double(steps) / r.tokens : 0;
   const StepTimer::Totals t = timer.TakeTotals();
@@ -414,12 +443,9 @@ double Round(double x, int digits) {
 }
 
 nlohmann::json DecodingJson(const DecodingParams& d) {
-  static const char* kSchedule[] = {"block", "timestep", "window"};
-  static const char* kRemasking[] = {"low_confidence", "random",      "origin",
-                                     "maskgit_plus",   "topk_margin", "entropy"};
   nlohmann::json j;
-  j["schedule"] = kSchedule[static_cast<int>(d.schedule)];
-  j["remasking"] = kRemasking[static_cast<int>(d.remasking)];
+  j["schedule"] = Name(d.schedule);
+  j["remasking"] = Name(d.remasking);
   j["steps"] = d.steps;
   if (d.schedule == Schedule::kBlock) j["block_length"] = d.block_length;
   if (d.schedule == Schedule::kWindow) j["window"] = d.window;
@@ -486,19 +512,7 @@ nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& sampl
   return j;
 }
 
-const char* PolicyName(CachePolicyKind k) {
-  switch (k) {
-    case CachePolicyKind::kNone:
-      return "none";
-    case CachePolicyKind::kEntropy:
-      return "entropy";
-    case CachePolicyKind::kDual:
-      return "dual";
-    case CachePolicyKind::kInterval:
-      return "interval";
-  }
-  return "?";
-}
+std::string PolicyName(CachePolicyKind k) { return std::string(Name(k)); }
 
 // The paper's vanilla baseline: block decoding, one token per step, no cache.
 Setting VanillaSetting(const ModelInfo& info, int gen_length) {
@@ -528,8 +542,54 @@ Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_le
   return s;
 }
 
+// Quantile q of `values` (nearest rank on a sorted copy); 0 for none.
+double Quantile(std::vector<float> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t i = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
+  return values[i];
+}
+
+// Decoding dynamics, comparable with published figures for real dLLMs: tokens per forward
+// (tokens committed per denoising step, end tokens included: what one forward decides), the
+// histogram of committed tokens' entropies, and the distribution of each step's max committed
+// entropy (EntropyCache's signal; 0 for a step that commits nothing).
+nlohmann::json DynamicsJson(const Result& r, int64_t steps) {
+  static constexpr double kEdges[] = {0.01, 0.1, 0.5, 1.0, 2.0};  // nats; bins [lo, hi)
+  nlohmann::json j;
+  const double committed = static_cast<double>(r.committed_entropies.size());
+  j["tokens_per_forward"] = Round(steps ? committed / steps : 0, 3);
+  double sum = 0;
+  std::vector<int64_t> counts(std::size(kEdges) + 1, 0);
+  for (float e : r.committed_entropies) {
+    sum += e;
+    counts[std::upper_bound(std::begin(kEdges), std::end(kEdges), double(e)) -
+           std::begin(kEdges)]++;
+  }
+  j["mean_token_entropy"] = Round(committed ? sum / committed : 0, 4);
+  nlohmann::json hist = nlohmann::json::object();
+  for (size_t b = 0; b < counts.size(); ++b) {
+    const std::string lo = b == 0 ? "0" : absl::StrCat(kEdges[b - 1]);
+    const std::string hi = b < std::size(kEdges) ? absl::StrCat(kEdges[b]) : "inf";
+    hist[absl::StrCat(lo, "-", hi)] = Round(committed ? counts[b] / committed : 0, 4);
+  }
+  j["committed_entropy_hist"] = hist;
+  const std::vector<float>& m = r.step_max_entropies;
+  double above = 0, msum = 0;
+  for (float e : m) {
+    above += e > 0.5f ? 1 : 0;
+    msum += e;
+  }
+  j["step_max_entropy"] = {{"mean", Round(m.empty() ? 0 : msum / m.size(), 4)},
+                           {"p50", Round(Quantile(m, 0.5), 4)},
+                           {"p90", Round(Quantile(m, 0.9), 4)},
+                           {"frac_above_0.5", Round(m.empty() ? 0 : above / m.size(), 4)}};
+  return j;
+}
+
 nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Result& r,
-                       size_t n_tasks, int gen_length, int batch) {
+                       size_t n_tasks, int gen_length, int batch,
+                       const bench::EntropyCost& entropy_cost) {
   nlohmann::json j;
   j["model"] = info.family;
   j["decoding"] = DecodingJson(setting.decoding);
@@ -553,9 +613,20 @@ nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Resu
       Round(r.engine_full_steps ? 1e3 * r.full_step_seconds / r.engine_full_steps : 0, 3);
   j["ms_per_partial_step"] =
       Round(r.engine_partial_steps ? 1e3 * r.partial_step_seconds / r.engine_partial_steps : 0, 3);
-  j["decision_overhead_frac"] = Round(r.decision_overhead_frac, 5);
+  // EntropyCache's decision is its Plan + Observe bookkeeping plus the entropy term of the row
+  // statistics, which the engine computes inside the LM head for every predicted row: charged
+  // here at this CPU's measured ns per row (bench/entropy_cost.h). Other policies' decisions
+  // do not read the entropy.
+  const double entropy_s = setting.cache.policy == CachePolicyKind::kEntropy
+                               ? r.predicted_rows * entropy_cost.entropy_ns() * 1e-9
+                               : 0.0;
+  j["decision_overhead_frac"] = Round(r.wall_s > 0 ? (r.decision_s + entropy_s) / r.wall_s : 0, 5);
+  j["decision_cost"] = {{"policy_s", Round(r.decision_s, 5)},
+                        {"entropy_term_s", Round(entropy_s, 5)},
+                        {"predicted_rows", r.predicted_rows}};
   j["steps"] = Round(r.steps, 2);
   j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
+  j["dynamics"] = DynamicsJson(r, r.total_steps);
   j["wall_s"] = Round(r.wall_s, 3);
   if (r.errors) j["errors"] = r.errors;
   return j;
@@ -717,6 +788,12 @@ int Main(int argc, char** argv) {
   const ModelInfo& info = (*engine)->model_info();
   if (gen_length == 0) gen_length = info.default_max_new_tokens;
   if (gen_length > options.max_new_tokens_limit) Die("--gen-length exceeds 1024");
+  // The entropy term's ns per row on this CPU at this vocabulary, charged to EntropyCache's
+  // decision cost in every row (and printed once, on stderr).
+  const bench::EntropyCost entropy_cost = bench::MeasureEntropyCost(info.vocab_size);
+  std::cerr << "entropy term: " << entropy_cost.entropy_ns() << " ns per row of "
+            << entropy_cost.row_stats_ns << " (" << 100 * entropy_cost.entropy_share()
+            << "% of the row statistics, vocab " << info.vocab_size << ")\n";
 
   // The baseline, measured first (after an untimed warm-up: first-touch of weights and
   // allocator pools would otherwise be charged to it).
@@ -728,7 +805,7 @@ int Main(int argc, char** argv) {
   const Result base = RunSetting(**engine, timer, tasks, baseline, gen_length);
   if (!base.rejected.empty()) Die("the baseline was rejected: " + base.rejected);
   {
-    nlohmann::json j = RowJson(info, baseline, base, tasks.size(), gen_length, batch);
+    nlohmann::json j = RowJson(info, baseline, base, tasks.size(), gen_length, batch, entropy_cost);
     j["baseline"] = baseline_spec;
     j["speedup_vs_baseline"] = 1.0;
     std::cout << j.dump() << std::endl;
@@ -822,7 +899,7 @@ int Main(int argc, char** argv) {
       }
       if (s == 0) none_tps = r.tokens_per_s;  // settings[0] is always `none`
       const double speedup = none_tps > 0 ? r.tokens_per_s / none_tps : 0;
-      nlohmann::json j = RowJson(info, setting, r, tasks.size(), gen_length, batch);
+      nlohmann::json j = RowJson(info, setting, r, tasks.size(), gen_length, batch, entropy_cost);
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);

@@ -57,7 +57,7 @@ connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-
 input:      PROMPT | --prompt TEXT | --chat TEXT [--system TEXT] | --ids 1,2,3
 generation: --max-new-tokens N --schedule block|timestep|window --remasking NAME --steps N
             --block-length N --window N --threshold X --temperature X --top-k N --top-p X
-            --seed N --eps X --alg-temp X --cache none|entropy|dual|interval
+            --seed N --eps X --alg-temp X --cache none|entropy|dual|interval|prefix
             --entropy-threshold X --recent-k N --refresh-interval N --request-id ID
 stream:     --canvas-every N --show-canvas --cancel-after N
 )";
@@ -65,13 +65,6 @@ stream:     --canvas-every N --show-canvas --cancel-after N
 
 absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>& args) {
   ClientOptions o;
-  if (args.empty()) return absl::InvalidArgumentError("missing command");
-  o.command = args[0];
-  static const char* kCommands[] = {"generate", "stream",   "tokenize", "info",
-                                    "health",   "services", "load"};
-  bool known = false;
-  for (const char* c : kCommands) known |= (o.command == c);
-  if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown command '", o.command, "'"));
 
   using Setter = std::function<absl::Status(const std::string& flag, const std::string& v)>;
   const std::map<std::string, Setter> valued = {
@@ -194,9 +187,21 @@ absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>&
       {"--show-canvas", &o.show_canvas},
       {"--stream", &o.stream},
   };
-  for (size_t i = 1; i < args.size(); ++i) {
+  // Options may come before or after the command (as with git, kubectl and grpcurl): the
+  // first word that is neither an option nor an option's value is the command, the next the
+  // prompt.
+  for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     if (flag.rfind("--", 0) != 0) {
+      if (o.command.empty()) {
+        static const char* kCommands[] = {"generate", "stream",   "tokenize", "info",
+                                          "health",   "services", "load"};
+        bool known = false;
+        for (const char* c : kCommands) known |= (flag == c);
+        if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown command '", flag, "'"));
+        o.command = flag;
+        continue;
+      }
       if (o.prompt) return absl::InvalidArgumentError("more than one prompt given");
       o.prompt = flag;
       continue;
@@ -223,6 +228,7 @@ absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>&
     }
     if (absl::Status st = it->second(flag, *value); !st.ok()) return st;
   }
+  if (o.command.empty()) return absl::InvalidArgumentError("missing command");
   if (o.show_canvas && o.canvas_every == 0) o.canvas_every = 1;
   if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency: must be >= 1");
   if (o.command == "load" && !o.duration_seconds && !o.requests) o.requests = 10;

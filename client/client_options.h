@@ -1,7 +1,8 @@
 // Command-line options of dllm-client.
 //
-//   dllm-client <generate|stream|tokenize|info|health|services|load> [options] [PROMPT]
+//   dllm-client [options] <generate|stream|tokenize|info|health|services|load> [options] [PROMPT]
 //
+// Options may come before or after the command.
 // Connection: --address HOST:PORT (default localhost:50051), --tls, --ca FILE (server CA,
 // implies --tls), --cert FILE --key FILE (client certificate for mutual TLS), --server-name
 // NAME (TLS name override), --token TOKEN | --token-file FILE (else env DLLM_TOKEN),
@@ -10,7 +11,7 @@
 // --ids 1,2,3. Generation: --max-new-tokens, --schedule block|timestep|window, --remasking
 // low_confidence|random|origin|maskgit_plus|topk_margin|entropy, --steps, --block-length,
 // --window, --threshold, --temperature, --top-k, --top-p, --seed, --eps, --alg-temp,
-// --cache none|entropy|dual|interval, --entropy-threshold, --recent-k, --refresh-interval,
+// --cache none|entropy|dual|interval|prefix, --entropy-threshold, --recent-k, --refresh-interval,
 // --request-id. Stream: --canvas-every N, --show-canvas, --cancel-after N (cancel after N
 // committed deltas). Health: --service NAME, --wait SECONDS. Load: --concurrency N,
 // --duration SECONDS or --requests N, --stream.

@@ -21,58 +21,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/core/params.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
 
 class Tokenizer;
 
-// ---------------------------------------------------------------- request parameters
-
-// Which positions get unmasked each step.
-enum class Schedule {
-  kBlock,     // LLaDA semi-autoregressive blocks with a per-block quota (or threshold)
-  kTimestep,  // Dream's linspace(1, eps, steps+1) schedule
-  kWindow,    // sliding window over the W leftmost masks, confidence threshold inside
-};
-
-// How candidates are ranked. kLowConfidence/kRandom are LLaDA's remasking; the rest are
-// Dream's `alg` values (kMaskgitPlus ranks by top-1 probability like kLowConfidence).
-enum class Remasking { kLowConfidence, kRandom, kOrigin, kMaskgitPlus, kTopkMargin, kEntropy };
-
-struct DecodingParams {
-  Schedule schedule = Schedule::kBlock;
-  Remasking remasking = Remasking::kLowConfidence;
-  int steps = 0;          // total denoising steps for quota schedules; 0 = gen length
-  int block_length = 32;  // kBlock
-  int window = 32;        // kWindow: masks in the current denoising window
-  // > 0: commit every candidate whose confidence >= threshold, at least one per step
-  // (Fast-dLLM parallel decoding). Applies to kBlock and kWindow. 0: quota schedule.
-  float confidence_threshold = 0.0f;
-  float eps = 1e-3f;      // kTimestep
-  float alg_temp = 0.0f;  // kTimestep: > 0 samples positions from softmax(conf / alg_temp)
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-};
-
-enum class CachePolicyKind {
-  kNone,      // vanilla: full forward every step
-  kEntropy,   // EntropyCache
-  kDual,      // Fast-dLLM DualCache: full at each block start, current block in between
-  kInterval,  // full every refresh_interval steps, EntropyCache's partial step in between
-};
-
-struct CacheParams {
-  CachePolicyKind policy = CachePolicyKind::kNone;
-  float entropy_threshold = 0.5f;  // tau, nats: max committed entropy > tau => next step full
-  int recent_k = 32;               // most recently committed tokens recomputed in partial steps
-  int refresh_interval = 8;        // kInterval
-  // Per-request override of EngineOptions::shadow_sample_rate, in [0, 1]; unset: the engine's.
-  // Shadow steps are an observation only: they never change what the request commits.
-  std::optional<float> shadow_sample_rate;
-};
+// ---------------------------------------------------------------- requests
+// DecodingParams, CacheParams and their enums: engine/core/params.h.
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
 // when several are set: callers set one. ChatMessage comes from engine/tokenizer/chat_template.h.
@@ -101,7 +58,10 @@ struct SequenceStats {
   int steps = 0;
   int full_steps = 0;
   int partial_steps = 0;
-  int64_t rows_computed = 0;    // query rows summed over steps
+  int64_t rows_computed = 0;  // query rows summed over steps
+  // Rows whose statistics (argmax, probability, entropy over the whole vocabulary) the LM
+  // head computed, summed over steps: every candidate of every step, whatever the policy.
+  int64_t predicted_rows = 0;
   double decision_seconds = 0;  // time spent in the cache policy's decisions
   double mean_committed_entropy = 0;
   double max_committed_entropy = 0;
@@ -115,6 +75,7 @@ struct CommitEvent {
   int step = 0;
   std::vector<int32_t> positions;  // canvas-relative answer positions committed this step
   std::vector<int32_t> tokens;
+  std::vector<float> entropy_nats;  // of each committed token's distribution when committed
   // Newly final text: append-only, never splits a UTF-8 character. Text after the first
   // end token is never emitted. May be empty when the committed tokens are not yet a prefix.
   std::string text_delta;

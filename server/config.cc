@@ -25,25 +25,16 @@ struct EnumName {
   std::string_view name;
 };
 
-constexpr std::array<EnumName<Schedule>, 3> kSchedules = {{
-    {Schedule::kBlock, "block"},
-    {Schedule::kTimestep, "timestep"},
-    {Schedule::kWindow, "window"},
-}};
-constexpr std::array<EnumName<Remasking>, 6> kRemaskings = {{
-    {Remasking::kLowConfidence, "low_confidence"},
-    {Remasking::kRandom, "random"},
-    {Remasking::kOrigin, "origin"},
-    {Remasking::kMaskgitPlus, "maskgit_plus"},
-    {Remasking::kTopkMargin, "topk_margin"},
-    {Remasking::kEntropy, "entropy"},
-}};
-constexpr std::array<EnumName<CachePolicyKind>, 4> kCachePolicies = {{
-    {CachePolicyKind::kNone, "none"},
-    {CachePolicyKind::kEntropy, "entropy"},
-    {CachePolicyKind::kDual, "dual"},
-    {CachePolicyKind::kInterval, "interval"},
-}};
+// The request enums' spellings are the engine's one table (engine/core/params.h).
+template <typename E, size_t N>
+std::array<EnumName<E>, N> CoreTable(const std::array<E, N>& values) {
+  std::array<EnumName<E>, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = {values[i], Name(values[i])};
+  return out;
+}
+const auto kSchedules = CoreTable(kAllSchedules);
+const auto kRemaskings = CoreTable(kAllRemaskings);
+const auto kCachePolicies = CoreTable(kAllCachePolicies);
 constexpr std::array<EnumName<BackendKind>, 2> kBackends = {{
     {BackendKind::kCpu, "cpu"},
     {BackendKind::kCuda, "cuda"},
@@ -354,17 +345,7 @@ absl::Status CheckListenAddress(absl::string_view key, const std::string& addres
 
 }  // namespace
 
-std::string_view ScheduleName(Schedule schedule) { return NameOf(kSchedules, schedule); }
-std::string_view RemaskingName(Remasking remasking) { return NameOf(kRemaskings, remasking); }
-std::string_view CachePolicyName(CachePolicyKind policy) { return NameOf(kCachePolicies, policy); }
 std::string_view BackendName(BackendKind backend) { return NameOf(kBackends, backend); }
-std::optional<Schedule> ParseSchedule(std::string_view name) { return ValueOf(kSchedules, name); }
-std::optional<Remasking> ParseRemasking(std::string_view name) {
-  return ValueOf(kRemaskings, name);
-}
-std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name) {
-  return ValueOf(kCachePolicies, name);
-}
 std::optional<BackendKind> ParseBackend(std::string_view name) { return ValueOf(kBackends, name); }
 
 absl::Status ValidateServerConfig(const ServerConfig& c) {
@@ -480,7 +461,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     bool allowed = false;
     for (auto p : l.allowed_cache_policies) allowed |= (p == *k.policy);
     if (!allowed) {
-      return Invalid("cache.policy", absl::StrCat("'", std::string(CachePolicyName(*k.policy)),
+      return Invalid("cache.policy", absl::StrCat("'", std::string(Name(*k.policy)),
                                                   "' is not in limits.allowed_cache_policies"));
     }
   }

@@ -101,9 +101,8 @@ struct LimitsSection {
   // Upper bound on a request's own cache.shadow_sample_rate: each shadow costs about one full
   // forward, so clients must not be able to double the server's work by asking for 1.
   float max_shadow_sample_rate = 0.1f;
-  std::vector<CachePolicyKind> allowed_cache_policies = {
-      CachePolicyKind::kNone, CachePolicyKind::kEntropy, CachePolicyKind::kDual,
-      CachePolicyKind::kInterval};
+  std::vector<CachePolicyKind> allowed_cache_policies = {kAllCachePolicies.begin(),
+                                                         kAllCachePolicies.end()};
 };
 
 struct MetricsSection {
@@ -153,15 +152,9 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path);
 // and again after command-line overrides.
 absl::Status ValidateServerConfig(const ServerConfig& config);
 
-// Enum spellings shared by the YAML, the logs and the client ("block", "low_confidence",
-// "entropy", "cpu", ...). Parse* return nullopt for an unknown name.
-std::string_view ScheduleName(Schedule schedule);
-std::string_view RemaskingName(Remasking remasking);
-std::string_view CachePolicyName(CachePolicyKind policy);
+// Backend spellings of the YAML and the logs ("cpu", "cuda"); nullopt for an unknown name.
+// The request enums' spellings are engine/core/params.h's Name() and Parse*().
 std::string_view BackendName(BackendKind backend);
-std::optional<Schedule> ParseSchedule(std::string_view name);
-std::optional<Remasking> ParseRemasking(std::string_view name);
-std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name);
 std::optional<BackendKind> ParseBackend(std::string_view name);
 
 }  // namespace dllm

@@ -95,13 +95,12 @@ absl::Status ParseDecoding(const json& obj, v1::DecodingOptions* d) {
     if (key == "schedule") {
       DLLM_ASSIGN_OR_RETURN(
           s, (GetEnum<v1::Schedule, Schedule>(v, field, &ParseSchedule, &v1::Schedule_Parse,
-                                              "block|timestep|window")));
+                                              ScheduleNames())));
       d->set_schedule(*s_or);
     } else if (key == "remasking") {
-      DLLM_ASSIGN_OR_RETURN(r,
-                            (GetEnum<v1::Remasking, Remasking>(
-                                v, field, &ParseRemasking, &v1::Remasking_Parse,
-                                "low_confidence|random|origin|maskgit_plus|topk_margin|entropy")));
+      DLLM_ASSIGN_OR_RETURN(
+          r, (GetEnum<v1::Remasking, Remasking>(v, field, &ParseRemasking, &v1::Remasking_Parse,
+                                                RemaskingNames())));
       d->set_remasking(*r_or);
     } else if (key == "steps") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
@@ -146,9 +145,9 @@ absl::Status ParseCache(const json& obj, v1::CacheOptions* c) {
     const std::string field = absl::StrCat("cache.", key);
     if (v.is_null()) continue;
     if (key == "policy") {
-      DLLM_ASSIGN_OR_RETURN(p, (GetEnum<v1::CachePolicy, CachePolicyKind>(
-                                   v, field, &ParseCachePolicy, &v1::CachePolicy_Parse,
-                                   "none|entropy|dual|interval")));
+      DLLM_ASSIGN_OR_RETURN(
+          p, (GetEnum<v1::CachePolicy, CachePolicyKind>(
+                 v, field, &ParseCachePolicy, &v1::CachePolicy_Parse, CachePolicyNames())));
       c->set_policy(*p_or);
     } else if (key == "entropy_threshold") {
       // +inf ("never refresh because of entropy") has no JSON number: accept a large value.

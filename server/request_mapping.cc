@@ -121,6 +121,8 @@ std::optional<CachePolicyKind> FromProto(v1::CachePolicy p) {
       return CachePolicyKind::kDual;
     case v1::CACHE_POLICY_INTERVAL:
       return CachePolicyKind::kInterval;
+    case v1::CACHE_POLICY_PREFIX:
+      return CachePolicyKind::kPrefix;
     default:
       return std::nullopt;
   }
@@ -166,6 +168,8 @@ v1::CachePolicy ToProto(CachePolicyKind p) {
       return v1::CACHE_POLICY_DUAL;
     case CachePolicyKind::kInterval:
       return v1::CACHE_POLICY_INTERVAL;
+    case CachePolicyKind::kPrefix:
+      return v1::CACHE_POLICY_PREFIX;
   }
   return v1::CACHE_POLICY_UNSPECIFIED;
 }
@@ -332,7 +336,7 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   bool allowed = false;
   for (CachePolicyKind a : limits.allowed_cache_policies) allowed |= (a == k.policy);
   if (!allowed) {
-    return Invalid("cache.policy", absl::StrCat("'", std::string(CachePolicyName(k.policy)),
+    return Invalid("cache.policy", absl::StrCat("'", std::string(Name(k.policy)),
                                                 "' is not in limits.allowed_cache_policies"));
   }
   if (c.has_entropy_threshold()) k.entropy_threshold = c.entropy_threshold();

@@ -113,15 +113,22 @@ class IntervalPolicy final : public RecentKPolicy {
   int interval_;
 };
 
-class DualPolicy final : public CachePolicy {
+// Dual and prefix: a full step at every block start, then rows [block_begin, end) where end
+// is the block's end (dual) or the canvas's (prefix).
+class BlockRefreshPolicy final : public CachePolicy {
  public:
+  explicit BlockRefreshPolicy(bool through_canvas_end) : through_canvas_end_(through_canvas_end) {}
   StepPlan Plan(const PlanInput& input) override {
     if (input.block_start || input.step == 0) return StepPlan{true, {}};
     StepPlan plan{false, {}};
-    for (int32_t p = input.block_begin; p < input.block_end; ++p) plan.query_positions.push_back(p);
+    const int32_t end = through_canvas_end_ ? input.canvas_end : input.block_end;
+    for (int32_t p = input.block_begin; p < end; ++p) plan.query_positions.push_back(p);
     return plan;
   }
   void Observe(int, std::span<const CommittedToken>) override {}
+
+ private:
+  bool through_canvas_end_;
 };
 
 }  // namespace
@@ -133,7 +140,9 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params) {
     case CachePolicyKind::kEntropy:
       return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k);
     case CachePolicyKind::kDual:
-      return std::make_unique<DualPolicy>();
+      return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/false);
+    case CachePolicyKind::kPrefix:
+      return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/true);
     case CachePolicyKind::kInterval:
       return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k);
   }

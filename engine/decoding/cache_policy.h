@@ -12,6 +12,10 @@
 //             current block's rows [block_begin, block_end). Requires the block schedule.
 //   interval  full every `refresh_interval` steps (steps 0, n, 2n, ...), entropy's partial
 //             step in between.
+//   prefix    Fast-dLLM PrefixCache: full on the first step of every block; in between the
+//             rows [block_begin, canvas_end): the current block and every later (masked)
+//             position, so only the prefix before the block is read from the cache. A
+//             superset of dual's rows. Requires the block schedule.
 //
 // Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
 // ascending position; the first k are taken, and the whole newest step is always included
@@ -28,8 +32,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/core/params.h"
 #include "engine/decoding/decoder.h"
-#include "engine/engine.h"
 
 namespace dllm {
 
@@ -40,6 +44,7 @@ struct PlanInput {
   bool block_start = false;             // first step of a block (kBlock)
   int32_t block_begin = 0;              // current block / window span
   int32_t block_end = 0;
+  int32_t canvas_end = 0;  // prompt + answer length: one past the last canvas position
   float tau_scale = 1.0f;  // > 0; multiplies entropy's tau (the engine's autotuner)
 };
 

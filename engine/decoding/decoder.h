@@ -33,7 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/engine.h"
+#include "engine/core/params.h"
 #include "engine/model/step_batch.h"
 
 namespace dllm {

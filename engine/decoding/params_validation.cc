@@ -96,10 +96,11 @@ absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& dec
     return Invalid(absl::StrCat("cache.shadow_sample_rate (",
                                 ShortestDecimal(*c.shadow_sample_rate), ") must be in [0, 1]"));
   }
-  if (c.policy == CachePolicyKind::kDual && decoding.schedule != Schedule::kBlock) {
-    return Invalid(
-        "cache.policy dual requires decoding.schedule block (it refreshes at block "
-        "starts)");
+  if ((c.policy == CachePolicyKind::kDual || c.policy == CachePolicyKind::kPrefix) &&
+      decoding.schedule != Schedule::kBlock) {
+    return Invalid(absl::StrCat("cache.policy ", Name(c.policy),
+                                " requires decoding.schedule block (it refreshes at block "
+                                "starts)"));
   }
   return absl::OkStatus();
 }

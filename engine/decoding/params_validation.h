@@ -5,7 +5,7 @@
 #define DLLM_ENGINE_DECODING_PARAMS_VALIDATION_H_
 
 #include "absl/status/status.h"
-#include "engine/engine.h"
+#include "engine/core/params.h"
 
 namespace dllm {
 

@@ -60,6 +60,7 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   input.block_start = decoder_.at_block_start();
   input.block_begin = decoder_.block_begin();
   input.block_end = decoder_.block_end();
+  input.canvas_end = canvas_length();
   input.tau_scale = tau_scale;
   plan_tau_scale_ = tau_scale;
   plan_block_begin_ = input.block_begin;
@@ -123,6 +124,7 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   (plan_.full ? stats_.full_steps : stats_.partial_steps) += 1;
   const int64_t rows_computed = planned_rows_;
   stats_.rows_computed += rows_computed;
+  stats_.predicted_rows += static_cast<int64_t>(rows.size());
   if (info != nullptr) {
     ++info->sequences;
     (plan_.full ? info->full_sequences : info->partial_sequences) += 1;
@@ -140,6 +142,7 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   for (const CommittedToken& c : *committed) {
     event.positions.push_back(c.position - decoder_.prompt_length());
     event.tokens.push_back(c.token);
+    event.entropy_nats.push_back(c.entropy_nats);
     entropy_sum_ += c.entropy_nats;
     ++entropy_count_;
     stats_.max_committed_entropy =

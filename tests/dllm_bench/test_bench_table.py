@@ -38,14 +38,19 @@ class BenchTableTest(unittest.TestCase):
     def test_table_cells_and_rejected_rows(self):
         rows = [row(baseline="vanilla", speedup_vs_baseline=1.0,
                     accuracy_by_family={"sub": 0.5, "add": 1.0}),
-                row(policy="dual", full_step_ratio=0.25, full_time_frac=0.61),
+                row(policy="dual", full_step_ratio=0.25, full_time_frac=0.61,
+                    dynamics={"tokens_per_forward": 3.714, "mean_token_entropy": 0.1254,
+                              "step_max_entropy": {"frac_above_0.5": 0.125}}),
                 row(decoding={"schedule": "window", "window": 32, "steps": 0},
                     policy="dual", error="INVALID_ARGUMENT: dual needs block")]
         lines = bench_table.table(rows)
         self.assertEqual(lines[0].count("|"), len(bench_table.COLUMNS) + 1)
+        # The baseline row predates the dynamics columns: "-" there.
         self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 (add 1.00, sub 0.50) | "
-                         "1,234.5 | 1.00 | 0.058 | 548 | 1.00 | 1.00 | 46.10 | 0.00 | 0.002% |")
-        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 |", lines[3])
+                         "1,234.5 | 1.00 | 0.058 | - | - | - | 548 | 1.00 | 1.00 | 46.10 | "
+                         "0.00 | 0.002% |")
+        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 | 0.058 | 3.71 | 0.125 | 0.12 |",
+                      lines[3])
         self.assertIn("| 0.25 | 0.61 |", lines[3])
         self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 3)  # header + 2
         self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block", "\n".join(lines))

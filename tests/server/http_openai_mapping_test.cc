@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/http_status_mapping.h"
+#include "server/request_mapping.h"
 
 namespace dllm {
 namespace {
@@ -68,6 +70,23 @@ TEST_CASE("http mapping: chat request maps to the proto the gRPC API receives") 
   CHECK(g.cache().recent_k() == 4);
   CHECK_FALSE(g.cache().has_entropy_threshold());
   CHECK_FALSE(g.decoding().has_top_k());
+}
+
+TEST_CASE("http mapping: every cache policy by its name and its proto name") {
+  for (CachePolicyKind kind : kAllCachePolicies) {
+    const std::string name = Name(kind);
+    INFO(name);
+    for (const std::string& spelling : {name, "CACHE_POLICY_" + absl::AsciiStrToUpper(name)}) {
+      json body = kChat;
+      body["cache"] = {{"policy", spelling}};
+      CHECK(Parse(OpenAiEndpoint::kChatCompletions, body).request.cache().policy() ==
+            ToProto(kind));
+    }
+  }
+  json body = kChat;
+  body["cache"] = {{"policy", "prefx"}};
+  CHECK(ErrorOf(body) ==
+        "cache.policy: unknown value 'prefx' (expected none|entropy|dual|interval|prefix)");
 }
 
 TEST_CASE("http mapping: completions prompt forms") {

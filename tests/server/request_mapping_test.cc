@@ -193,15 +193,12 @@ TEST_CASE("request mapping: prompt length check") {
 }
 
 TEST_CASE("request mapping: enum round trips") {
-  for (Schedule s : {Schedule::kBlock, Schedule::kTimestep, Schedule::kWindow}) {
-    CHECK(FromProto(ToProto(s)) == s);
-  }
-  for (Remasking r : {Remasking::kLowConfidence, Remasking::kRandom, Remasking::kOrigin,
-                      Remasking::kMaskgitPlus, Remasking::kTopkMargin, Remasking::kEntropy}) {
-    CHECK(FromProto(ToProto(r)) == r);
-  }
-  for (CachePolicyKind p : {CachePolicyKind::kNone, CachePolicyKind::kEntropy,
-                            CachePolicyKind::kDual, CachePolicyKind::kInterval}) {
+  // Every engine value (the core's full lists) has a proto value that maps back.
+  for (Schedule s : kAllSchedules) CHECK(FromProto(ToProto(s)) == s);
+  for (Remasking r : kAllRemaskings) CHECK(FromProto(ToProto(r)) == r);
+  for (CachePolicyKind p : kAllCachePolicies) {
+    INFO(Name(p));
+    CHECK(ToProto(p) != v1::CACHE_POLICY_UNSPECIFIED);
     CHECK(FromProto(ToProto(p)) == p);
   }
   CHECK_FALSE(FromProto(v1::SCHEDULE_UNSPECIFIED).has_value());

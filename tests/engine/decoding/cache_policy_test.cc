@@ -15,13 +15,14 @@ std::vector<CommittedToken> Commits(std::vector<std::pair<int32_t, float>> pos_e
 }
 
 PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_start = false,
-                int32_t lo = 0, int32_t hi = 0) {
+                int32_t lo = 0, int32_t hi = 0, int32_t canvas_end = 0) {
   PlanInput in;
   in.step = step;
   in.candidates = candidates;
   in.block_start = block_start;
   in.block_begin = lo;
   in.block_end = hi;
+  in.canvas_end = canvas_end;
   return in;
 }
 
@@ -132,6 +133,26 @@ TEST_CASE("Dual refreshes at block starts and recomputes the block", "[decoding]
   CHECK_FALSE(p.full);
   CHECK(p.query_positions == std::vector<int32_t>{10, 11, 12, 13});
   CHECK(policy->Plan(Input(2, {14}, true, 14, 18)).full);
+}
+
+TEST_CASE("Prefix refreshes at block starts and recomputes the block and all after it",
+          "[decoding][cache_policy]") {
+  CacheParams c;
+  c.policy = CachePolicyKind::kPrefix;
+  auto policy = MakeCachePolicy(c);
+  const std::vector<int32_t> cand = {12, 13};
+  // Canvas of 18 positions (prompt 10, answer 8 in two blocks of 4).
+  CHECK(policy->Plan(Input(0, cand, true, 10, 14, 18)).full);
+  policy->Observe(0, Commits({{11, 3.0f}}));  // entropy plays no part
+  StepPlan p = policy->Plan(Input(1, cand, false, 10, 14, 18));
+  CHECK_FALSE(p.full);
+  CHECK(p.query_positions == std::vector<int32_t>{10, 11, 12, 13, 14, 15, 16, 17});
+  CHECK(policy->Plan(Input(2, {14}, true, 14, 18, 18)).full);
+  p = policy->Plan(Input(3, {15}, false, 14, 18, 18));
+  CHECK(p.query_positions == std::vector<int32_t>{14, 15, 16, 17});  // last block: = dual
+  // A step after the first is partial even at position 0's block when it is not a block
+  // start; step 0 is full whatever the decoder says (an empty cache).
+  CHECK(MakeCachePolicy(c)->Plan(Input(0, cand, false, 10, 14, 18)).full);
 }
 
 TEST_CASE("Interval refreshes every n steps with entropy's partial step between",

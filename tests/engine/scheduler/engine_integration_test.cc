@@ -191,13 +191,15 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
   for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
     std::vector<GenerationRequest> reqs;
     const std::vector<DecodingParams> modes = Modes();
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 10; ++i) {
       GenerationRequest r;
       for (int j = 0; j < 4 + 3 * i % 7; ++j) r.prompt_ids.push_back(10 + 17 * j + i);
       r.max_new_tokens = 8 * (1 + i % 3);
-      r.decoding = modes[i % modes.size()];
+      // Policies cycle none, entropy, interval, dual, prefix; the last two need a block mode.
+      const int policy = i % 5;
+      r.decoding = policy >= 3 ? modes[i % 2] : modes[i % modes.size()];
       if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
-      switch (i % 4) {
+      switch (policy) {
         case 1:
           r.cache = testing::EntropyCache(0.5f, 3);
           break;
@@ -206,7 +208,10 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
           r.cache.refresh_interval = 3;
           break;
         case 3:
-          if (r.decoding.schedule == Schedule::kBlock) r.cache.policy = CachePolicyKind::kDual;
+          r.cache.policy = CachePolicyKind::kDual;
+          break;
+        case 4:
+          r.cache.policy = CachePolicyKind::kPrefix;
           break;
         default:
           break;

@@ -159,6 +159,9 @@ TEST_CASE("Batch invariance under every policy and mixed lengths", "[scheduler][
     interval.policy = CachePolicyKind::kInterval;
     interval.refresh_interval = 3;
     p.push_back(interval);
+    CacheParams prefix;
+    prefix.policy = CachePolicyKind::kPrefix;
+    p.push_back(prefix);
     return p;
   }();
   for (bool dream : {false, true}) {
@@ -166,7 +169,8 @@ TEST_CASE("Batch invariance under every policy and mixed lengths", "[scheduler][
     int i = 0;
     for (const Mode& mode : AllModes()) {
       for (const CacheParams& c : policies) {
-        if (c.policy == CachePolicyKind::kDual && mode.decoding.schedule != Schedule::kBlock)
+        if ((c.policy == CachePolicyKind::kDual || c.policy == CachePolicyKind::kPrefix) &&
+            mode.decoding.schedule != Schedule::kBlock)
           continue;
         if (++i % 3 != 0) continue;  // a spread of combinations keeps the test fast
         reqs.push_back(Request(mode.decoding, c, 16 + 16 * (i % 3), 3 + i % 5));
@@ -213,6 +217,34 @@ TEST_CASE("Partial steps compute fewer rows and respect the policy", "[scheduler
   CHECK(dual_run.stats.rows_computed < none.stats.rows_computed);
   CHECK(dual_run.stats.steps == dual_run.stats.full_steps + dual_run.stats.partial_steps);
   CHECK(dual_run.stats.decision_seconds >= 0);
+
+  // Prefix: the same full steps as dual (block starts), each partial step recomputing the
+  // block and the rest of the canvas: more rows than dual, fewer than none.
+  CacheParams prefix;
+  prefix.policy = CachePolicyKind::kPrefix;
+  const FinalEvent prefix_run = RunOne(*h.engine, Request(d, prefix));
+  CHECK(prefix_run.stats.full_steps == dual_run.stats.full_steps);
+  CHECK(prefix_run.stats.rows_computed > dual_run.stats.rows_computed);
+  CHECK(prefix_run.stats.rows_computed < none.stats.rows_computed);
+}
+
+TEST_CASE("Prefix and dual equal none when every block takes one step", "[scheduler][policy]") {
+  // Blocks of one position, one token per step: every step starts a block, so both refresh
+  // fully at every step and must reproduce the exact decode.
+  DecodingParams d;
+  d.block_length = 1;
+  Harness h;
+  const FinalEvent none = RunOne(*h.engine, Request(d));
+  for (CachePolicyKind kind : {CachePolicyKind::kPrefix, CachePolicyKind::kDual}) {
+    CacheParams c;
+    c.policy = kind;
+    const FinalEvent run = RunOne(*h.engine, Request(d, c));
+    INFO(Name(kind));
+    REQUIRE(run.status.ok());
+    CHECK(run.token_ids == none.token_ids);
+    CHECK(run.stats.partial_steps == 0);
+    CHECK(run.stats.rows_computed == none.stats.rows_computed);
+  }
 }
 
 TEST_CASE("Cancellation ends a running request within a step and frees KV", "[scheduler][cancel]") {
@@ -537,14 +569,29 @@ TEST_CASE("step events: one per step, matching the commits and the statistics",
       CHECK(rows == final.stats.rows_computed);
       CHECK(static_cast<double>(max_entropy) == Approx(final.stats.max_committed_entropy));
       CHECK(steps.front().full);  // the first step of any policy computes every row
-      // The step events' commits are the commit events', step by step.
+      // The step events' commits are the commit events', step by step; each commit event
+      // carries one entropy per token, whose per-step max is the step event's, and whose
+      // mean over all tokens is the final statistics'.
       std::map<int32_t, int32_t> from_commits;
+      std::map<int, float> step_max;
+      double entropy_sum = 0;
+      int entropy_n = 0;
       for (const CommitEvent& c : sink->commits()) {
+        REQUIRE(c.entropy_nats.size() == c.tokens.size());
         for (size_t j = 0; j < c.positions.size(); ++j) {
           from_commits[c.positions[j]] = c.tokens[j];
+          CHECK(c.entropy_nats[j] >= 0.0f);
+          step_max[c.step] = std::max(step_max[c.step], c.entropy_nats[j]);
+          entropy_sum += c.entropy_nats[j];
+          ++entropy_n;
         }
       }
       CHECK(committed == from_commits);
+      for (const auto& [step, max] : step_max) CHECK(steps.at(step).max_committed_entropy == max);
+      CHECK(entropy_sum / entropy_n == Approx(final.stats.mean_committed_entropy));
+      // Every step predicts its candidates: at least one row, at most the answer length.
+      CHECK(final.stats.predicted_rows >= final.stats.steps);
+      CHECK(final.stats.predicted_rows <= int64_t{final.stats.steps} * 32);
       // The answer is the committed tokens up to the first end token.
       for (size_t p = 0; p < final.token_ids.size(); ++p) {
         CHECK(committed.at(static_cast<int32_t>(p)) == final.token_ids[p]);
