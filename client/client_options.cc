@@ -41,7 +41,7 @@ absl::Status SetOptional(const std::string& flag, const std::string& value, std:
 }  // namespace
 
 const char* ClientUsage() {
-  return R"(usage: dllm-client <command> [options] [PROMPT]
+  return R"(usage: dllm-client [options] <command> [options] [PROMPT]   (options before or after)
 commands:
   generate   one unary Generate call; prints the answer (--json: the whole response)
   stream     GenerateStream; prints committed text as it arrives (--show-canvas redraws the

@@ -1,0 +1,64 @@
+#define CATCH_CONFIG_MAIN
+#include "client/client_options.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+namespace dllm::client {
+namespace {
+
+ClientOptions Parse(const std::vector<std::string>& args) {
+  absl::StatusOr<ClientOptions> o = ParseClientOptions(args);
+  INFO(o.status().message());
+  REQUIRE(o.ok());
+  return *std::move(o);
+}
+
+std::string Error(const std::vector<std::string>& args) {
+  absl::StatusOr<ClientOptions> o = ParseClientOptions(args);
+  REQUIRE_FALSE(o.ok());
+  return std::string(o.status().message());
+}
+
+TEST_CASE("client options: options may come before or after the command") {
+  const ClientOptions after = Parse({"generate", "--address", "h:1", "--json", "hi"});
+  const ClientOptions before = Parse({"--address", "h:1", "--json", "generate", "hi"});
+  const ClientOptions mixed = Parse({"--address=h:1", "generate", "--json", "hi"});
+  for (const ClientOptions* o : {&after, &before, &mixed}) {
+    CHECK(o->command == "generate");
+    CHECK(o->address == "h:1");
+    CHECK(o->json);
+    REQUIRE(o->prompt.has_value());
+    CHECK(*o->prompt == "hi");
+  }
+  // An option's value is never taken for the command.
+  const ClientOptions valued = Parse({"--prompt", "health", "generate"});
+  CHECK(valued.command == "generate");
+  CHECK(*valued.prompt == "health");
+  CHECK(Parse({"--token", "t", "health"}).command == "health");
+}
+
+TEST_CASE("client options: errors name the problem") {
+  CHECK(Error({}) == "missing command");
+  CHECK(Error({"--json"}) == "missing command");
+  CHECK(Error({"--address", "h:1", "generat"}) == "unknown command 'generat'");
+  CHECK(Error({"generate", "a", "b"}) == "more than one prompt given");
+  CHECK(Error({"generate", "--bogus"}) == "unknown flag '--bogus'");
+  CHECK(Error({"--address"}) == "--address: missing value");
+  CHECK(Error({"generate", "--cert", "c"}) == "--cert and --key must be given together");
+}
+
+TEST_CASE("client options: generation options are typed") {
+  const ClientOptions o =
+      Parse({"stream", "--max-new-tokens", "16", "--threshold=0.9", "--cache", "prefix"});
+  CHECK(o.command == "stream");
+  CHECK(o.max_new_tokens == 16);
+  CHECK(o.threshold == 0.9f);
+  CHECK(o.cache == "prefix");
+  CHECK(Error({"generate", "--max-new-tokens", "x"}).find("--max-new-tokens") == 0);
+  CHECK(Parse({"load"}).requests == 10);  // load's default when neither bound is given
+}
+
+}  // namespace
+}  // namespace dllm::client
