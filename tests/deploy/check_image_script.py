@@ -34,7 +34,7 @@ FILES = ["scripts/image", "scripts/deps", "docker/Dockerfile", "docker/Dockerfil
 
 
 def function_body(script: str, name: str) -> str:
-    m = re.search(rf"^{name}\(\) \{{\n(.*?)^\}}", script, re.S | re.M)
+    m = re.search(rf"^{name}\(\) \{{[^\n]*\n(.*?)^\}}", script, re.S | re.M)
     return m.group(1) if m else ""
 
 
