@@ -72,16 +72,14 @@ EntropyCost MeasureEntropyCost(int vocab, int rows, int repeats) {
   // Interleaved, best of `repeats`: a loaded machine slows some repetitions, not the minimum.
   for (int rep = 0; rep < repeats; ++rep) {
     kernel = std::min(kernel, time_rows([&](const float* row, int r) {
-      request.position = r;
-      const RowStats s = ComputeRowStats(row, vocab, request, &scratch);
-      return s.entropy_nats + s.margin;
-    }));
-    with = std::min(with, time_rows([&](const float* row, int) {
-      return StreamedPass<true>(row, vocab);
-    }));
-    without = std::min(without, time_rows([&](const float* row, int) {
-      return StreamedPass<false>(row, vocab);
-    }));
+                        request.position = r;
+                        const RowStats s = ComputeRowStats(row, vocab, request, &scratch);
+                        return s.entropy_nats + s.margin;
+                      }));
+    with = std::min(
+        with, time_rows([&](const float* row, int) { return StreamedPass<true>(row, vocab); }));
+    without = std::min(
+        without, time_rows([&](const float* row, int) { return StreamedPass<false>(row, vocab); }));
   }
   cost.row_stats_ns = kernel;
   // The entropy's own work, measured on the two passes that differ only in it, then set

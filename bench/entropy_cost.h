@@ -16,7 +16,7 @@ namespace dllm::bench {
 
 struct EntropyCost {
   int vocab = 0;
-  double row_stats_ns = 0;       // per row: the production kernel, entropy included
+  double row_stats_ns = 0;  // per row: the production kernel, entropy included
   // per row: the kernel less the entropy's measured work (with-pass minus without-pass)
   double without_entropy_ns = 0;
   // Per row attributable to the entropy (>= 0; timing noise clamps at 0).

@@ -16,7 +16,6 @@
 
 namespace dllm {
 
-
 // Which positions get unmasked each step.
 enum class Schedule {
   kBlock,     // LLaDA semi-autoregressive blocks with a per-block quota (or threshold)
@@ -63,7 +62,6 @@ struct CacheParams {
   std::optional<float> shadow_sample_rate;
 };
 
-
 // Lower-case names ("block", "low_confidence", "entropy"): the spelling of YAML, HTTP and the
 // command lines. Name() of a value outside the enum is "?". Static strings.
 const char* Name(Schedule value);
@@ -79,12 +77,12 @@ std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name);
 // ("none|entropy|dual|interval|prefix").
 inline constexpr std::array kAllSchedules = {Schedule::kBlock, Schedule::kTimestep,
                                              Schedule::kWindow};
-inline constexpr std::array kAllRemaskings = {
-    Remasking::kLowConfidence, Remasking::kRandom,     Remasking::kOrigin,
-    Remasking::kMaskgitPlus,   Remasking::kTopkMargin, Remasking::kEntropy};
-inline constexpr std::array kAllCachePolicies = {
-    CachePolicyKind::kNone, CachePolicyKind::kEntropy, CachePolicyKind::kDual,
-    CachePolicyKind::kInterval, CachePolicyKind::kPrefix};
+inline constexpr std::array kAllRemaskings = {Remasking::kLowConfidence, Remasking::kRandom,
+                                              Remasking::kOrigin,        Remasking::kMaskgitPlus,
+                                              Remasking::kTopkMargin,    Remasking::kEntropy};
+inline constexpr std::array kAllCachePolicies = {CachePolicyKind::kNone, CachePolicyKind::kEntropy,
+                                                 CachePolicyKind::kDual, CachePolicyKind::kInterval,
+                                                 CachePolicyKind::kPrefix};
 std::string ScheduleNames();
 std::string RemaskingNames();
 std::string CachePolicyNames();
