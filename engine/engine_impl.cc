@@ -70,6 +70,7 @@ class EngineImpl final : public Engine {
     worker.queue_capacity = std::max(0, options.queue_capacity);
     worker.context.tokenizer = tokenizer_;
     worker.context.mask_token_id = config.mask_token_id;
+    worker.context.vocab_size = config.vocab_size;
     worker.context.end_token_ids = info_.end_token_ids;
     worker.context.shift_logits = config.shift_logits;
     worker.observer = options.observer;
@@ -154,6 +155,11 @@ class EngineImpl final : public Engine {
     }
     if (absl::Status s = ValidateDecodingParams(r.decoding, gen); !s.ok()) return s;
     if (absl::Status s = ValidateCacheParams(r.cache, r.decoding); !s.ok()) return s;
+    if (r.cache.policy == CachePolicyKind::kD2Cache && !executor_->ComputesAttentionMaps()) {
+      return absl::FailedPreconditionError(
+          "cache.policy d2cache decides from attention maps, which this server's backend does "
+          "not compute (the cpu backend does); choose another cache policy");
+    }
     const int64_t bytes = executor_->KvBytesFor(static_cast<int>(total));
     if (bytes > executor_->KvBudgetBytes()) {
       // Never fits, however idle the server: a client error (400), not overload (429, which

@@ -123,6 +123,8 @@ std::optional<CachePolicyKind> FromProto(v1::CachePolicy p) {
       return CachePolicyKind::kInterval;
     case v1::CACHE_POLICY_PREFIX:
       return CachePolicyKind::kPrefix;
+    case v1::CACHE_POLICY_D2CACHE:
+      return CachePolicyKind::kD2Cache;
     default:
       return std::nullopt;
   }
@@ -170,6 +172,8 @@ v1::CachePolicy ToProto(CachePolicyKind p) {
       return v1::CACHE_POLICY_INTERVAL;
     case CachePolicyKind::kPrefix:
       return v1::CACHE_POLICY_PREFIX;
+    case CachePolicyKind::kD2Cache:
+      return v1::CACHE_POLICY_D2CACHE;
   }
   return v1::CACHE_POLICY_UNSPECIFIED;
 }

@@ -167,6 +167,19 @@ class Backend {
                                  std::span<const AttentionSequence> sequences,
                                  const AttentionShape& shape, DeviceBuffer* out) = 0;
 
+  // Decision support, not on the step path: for one sequence, the attention probabilities of
+  // its query rows averaged over the heads, softmax(scale · q·Kᵀ) over slab positions
+  // [0, kv_positions) of layer `shape.layer`, into the host array `out` ([seq.rows,
+  // kv_positions], row r for q row seq.row_begin + r). A row's values depend only on its q
+  // row and the slab. Backends without it return UNIMPLEMENTED and false from
+  // computes_attention_probabilities.
+  virtual bool computes_attention_probabilities() const { return false; }
+  virtual absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& seq,
+                                              const AttentionShape& shape, std::span<float> out) {
+    return absl::UnimplementedError(
+        "this backend does not compute attention probabilities (cache policy d2cache)");
+  }
+
   // out[i] = silu(gate[i]) * up[i] for i < elements. out may alias gate or up.
   virtual absl::Status SwiGlu(const DeviceBuffer& gate, const DeviceBuffer& up, int64_t elements,
                               DeviceBuffer* out) = 0;

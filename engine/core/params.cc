@@ -24,12 +24,13 @@ constexpr std::array<Named<Remasking>, 6> kRemaskings = {{
     {Remasking::kTopkMargin, "topk_margin"},
     {Remasking::kEntropy, "entropy"},
 }};
-constexpr std::array<Named<CachePolicyKind>, 5> kCachePolicies = {{
+constexpr std::array<Named<CachePolicyKind>, kAllCachePolicies.size()> kCachePolicies = {{
     {CachePolicyKind::kNone, "none"},
     {CachePolicyKind::kEntropy, "entropy"},
     {CachePolicyKind::kDual, "dual"},
     {CachePolicyKind::kInterval, "interval"},
     {CachePolicyKind::kPrefix, "prefix"},
+    {CachePolicyKind::kD2Cache, "d2cache"},
 }};
 
 template <typename E, size_t N>

@@ -50,6 +50,7 @@ enum class CachePolicyKind {
   kDual,      // Fast-dLLM DualCache: full at each block start, current block in between
   kInterval,  // full every refresh_interval steps, EntropyCache's partial step in between
   kPrefix,    // Fast-dLLM PrefixCache: full at each block start, block and suffix in between
+  kD2Cache,   // d2Cache: certainty-density masks + last commits + attention-rollout nucleus
 };
 
 struct CacheParams {
@@ -57,6 +58,11 @@ struct CacheParams {
   float entropy_threshold = 0.5f;  // tau, nats: max committed entropy > tau => next step full
   int recent_k = 32;               // most recently committed tokens recomputed in partial steps
   int refresh_interval = 8;        // kInterval
+  // kD2Cache, at d2Cache's published defaults: masked rows recomputed per step, the
+  // attention-rollout nucleus mass, and the certainty-density Gaussian's width (positions).
+  int d2_current_k = 32;
+  float d2_rollout_p = 0.1f;
+  float d2_sigma = 10.0f;
   // Per-request override of EngineOptions::shadow_sample_rate, in [0, 1]; unset: the engine's.
   // Shadow steps are an observation only: they never change what the request commits.
   std::optional<float> shadow_sample_rate;
@@ -74,15 +80,15 @@ std::optional<Remasking> ParseRemasking(std::string_view name);
 std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name);
 
 // Every value in declaration order, and their names joined by '|' for error messages
-// ("none|entropy|dual|interval|prefix").
+// ("none|entropy|dual|interval|prefix|d2cache").
 inline constexpr std::array kAllSchedules = {Schedule::kBlock, Schedule::kTimestep,
                                              Schedule::kWindow};
 inline constexpr std::array kAllRemaskings = {Remasking::kLowConfidence, Remasking::kRandom,
                                               Remasking::kOrigin,        Remasking::kMaskgitPlus,
                                               Remasking::kTopkMargin,    Remasking::kEntropy};
-inline constexpr std::array kAllCachePolicies = {CachePolicyKind::kNone, CachePolicyKind::kEntropy,
-                                                 CachePolicyKind::kDual, CachePolicyKind::kInterval,
-                                                 CachePolicyKind::kPrefix};
+inline constexpr std::array kAllCachePolicies = {
+    CachePolicyKind::kNone,     CachePolicyKind::kEntropy, CachePolicyKind::kDual,
+    CachePolicyKind::kInterval, CachePolicyKind::kPrefix,  CachePolicyKind::kD2Cache};
 std::string ScheduleNames();
 std::string RemaskingNames();
 std::string CachePolicyNames();

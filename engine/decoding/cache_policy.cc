@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/decoding/d2cache_policy.h"
+
 namespace dllm {
 
 void CommitHistory::Record(int step, std::span<const CommittedToken> committed) {
@@ -133,7 +135,7 @@ class BlockRefreshPolicy final : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params) {
+std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int vocab_size) {
   switch (params.policy) {
     case CachePolicyKind::kNone:
       return std::make_unique<NonePolicy>();
@@ -145,6 +147,9 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params) {
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/true);
     case CachePolicyKind::kInterval:
       return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k);
+    case CachePolicyKind::kD2Cache:
+      return MakeD2CachePolicy(params.d2_current_k, params.d2_rollout_p, params.d2_sigma,
+                               vocab_size);
   }
   return std::make_unique<NonePolicy>();
 }

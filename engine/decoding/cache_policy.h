@@ -16,6 +16,9 @@
 //             rows [block_begin, canvas_end): the current block and every later (masked)
 //             position, so only the prefix before the block is read from the cache. A
 //             superset of dual's rows. Requires the block schedule.
+//   d2cache   d2Cache: full on the first step only; then masks ranked by certainty density,
+//             the previous step's commits and the attention-rollout nucleus
+//             (d2cache_policy.h). Asks the forward for attention maps.
 //
 // Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
 // ascending position; the first k are taken, and the whole newest step is always included
@@ -32,7 +35,9 @@
 #include <span>
 #include <vector>
 
+#include "engine/core/attention_maps.h"
 #include "engine/core/params.h"
+#include "engine/core/row_stats.h"
 #include "engine/decoding/decoder.h"
 
 namespace dllm {
@@ -44,8 +49,11 @@ struct PlanInput {
   bool block_start = false;             // first step of a block (kBlock)
   int32_t block_begin = 0;              // current block / window span
   int32_t block_end = 0;
-  int32_t canvas_end = 0;  // prompt + answer length: one past the last canvas position
-  float tau_scale = 1.0f;  // > 0; multiplies entropy's tau (the engine's autotuner)
+  int32_t canvas_end = 0;            // prompt + answer length: one past the last canvas position
+  int32_t answer_begin = 0;          // the prompt's length: the first answer position
+  int32_t block_length = 0;          // the block schedule's block length; else the answer's
+  std::span<const uint8_t> decided;  // per canvas position: nonzero once decided (prompt too)
+  float tau_scale = 1.0f;            // > 0; multiplies entropy's tau (the engine's autotuner)
 };
 
 struct StepPlan {
@@ -71,17 +79,31 @@ class CommitHistory {
   std::vector<StepCommits> steps_;  // in commit order (ascending step)
 };
 
+// What the forward of a planned step computed, for policies that decide from it.
+struct ForwardOutcome {
+  std::span<const int32_t> query_rows;  // rows the forward computed, ascending
+  std::span<const RowStats> predicted;  // one per predicted position
+  // The query rows' attention when the policy asked for it; null or empty otherwise (an
+  // executor without attention maps).
+  const AttentionMaps* attention = nullptr;
+};
+
 class CachePolicy {
  public:
   virtual ~CachePolicy() = default;
   // The plan of the coming step.
   virtual StepPlan Plan(const PlanInput& input) = 0;
+  // Whether the forward of each step should compute attention maps for ObserveForward.
+  virtual bool WantsAttentionMaps() const { return false; }
+  // After the forward of a planned step, before Observe of the same step.
+  virtual void ObserveForward(const ForwardOutcome& outcome) {}
   // The outcome of step `step`: the tokens it committed (possibly none).
   virtual void Observe(int step, std::span<const CommittedToken> committed) = 0;
 };
 
-// The policy for `params`; parameters are validated by the caller.
-std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params);
+// The policy for `params`; parameters are validated by the caller. `vocab_size` is the
+// model's (d2cache's confidence of a mask it has not predicted yet is 1 / vocab_size).
+std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int vocab_size);
 
 // Sorted union of a and b.
 std::vector<int32_t> UnionSorted(std::span<const int32_t> a, std::span<const int32_t> b);

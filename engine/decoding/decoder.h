@@ -63,6 +63,8 @@ class Decoder {
   bool finished() const { return finished_; }
 
   bool decided(int32_t position) const { return decided_[position] != 0; }
+  // Per canvas position, nonzero once decided (the prompt's positions are).
+  std::span<const uint8_t> decided_flags() const { return decided_; }
   // Ascending masked positions the next step may commit; the positions whose RowStats the
   // next Commit expects. Empty only when finished.
   const std::vector<int32_t>& candidates() const { return candidates_; }

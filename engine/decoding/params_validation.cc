@@ -91,6 +91,20 @@ absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& dec
   if (c.policy == CachePolicyKind::kInterval && c.refresh_interval < 1) {
     return Invalid(absl::StrFormat("cache.refresh_interval (%d) must be >= 1", c.refresh_interval));
   }
+  if (c.policy == CachePolicyKind::kD2Cache) {
+    if (c.d2_current_k < 1 || c.d2_current_k > (1 << 20)) {
+      return Invalid(
+          absl::StrFormat("cache.d2_current_k (%d) must be in [1, %d]", c.d2_current_k, 1 << 20));
+    }
+    if (!(c.d2_rollout_p >= 0.0f && c.d2_rollout_p <= 1.0f)) {
+      return Invalid(absl::StrCat("cache.d2_rollout_p (", ShortestDecimal(c.d2_rollout_p),
+                                  ") must be in [0, 1]"));
+    }
+    if (!(c.d2_sigma > 0.0f && std::isfinite(c.d2_sigma))) {
+      return Invalid(absl::StrCat("cache.d2_sigma (", ShortestDecimal(c.d2_sigma),
+                                  ") must be positive and finite"));
+    }
+  }
   if (c.shadow_sample_rate.has_value() &&
       !(*c.shadow_sample_rate >= 0.0f && *c.shadow_sample_rate <= 1.0f)) {
     return Invalid(absl::StrCat("cache.shadow_sample_rate (",

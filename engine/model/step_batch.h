@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/core/attention_maps.h"
 #include "engine/core/row_stats.h"
 
 namespace dllm {
@@ -26,6 +27,9 @@ struct SequenceStep {
   std::vector<int32_t> predict_positions;  // ascending, unique; positions whose token is wanted
   SamplingParams sampling;
   int32_t step = 0;  // denoising step index, part of the RNG key
+  // When set (not owned), the forward also fills it with the head-averaged attention of every
+  // query row at every layer (engine/core/attention_maps.h). Changes no result bit.
+  AttentionMaps* attention_maps = nullptr;
 };
 
 struct StepBatch {

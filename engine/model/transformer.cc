@@ -1,10 +1,12 @@
 #include "engine/model/transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +44,9 @@ class TransformerImpl final : public Transformer {
   }
 
   const ModelConfig& config() const override { return config_; }
+  bool computes_attention_maps() const override {
+    return backend_->computes_attention_probabilities();
+  }
 
   // `logits`, when set, gets the rows of every sequence, or of sequence `capture` only
   // (the other sequences' entries stay empty) when capture >= 0.
@@ -270,9 +275,19 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   host_positions.reserve(rows);
   std::vector<AttentionSequence> attn;
   attn.reserve(batch.sequences.size());
+  // Sequences that asked for attention maps, with their index into `attn`.
+  std::vector<std::pair<AttentionMaps*, int>> maps;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const SequenceStep& s = batch.sequences[i];
     const SequencePlan& p = plan.sequences[i];
+    if (s.attention_maps != nullptr) {
+      s.attention_maps->Reset(p.positions.empty() ? 0 : c.num_layers,
+                              static_cast<int>(p.positions.size()),
+                              static_cast<int>(s.tokens.size()));
+      if (!p.positions.empty()) {
+        maps.emplace_back(s.attention_maps, static_cast<int>(attn.size()));
+      }
+    }
     if (p.positions.empty()) continue;
     for (int32_t pos : p.positions) {
       host_tokens.push_back(s.tokens[pos]);
@@ -319,7 +334,8 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   // alone. Every kernel is row-independent (the backend's batch-invariance contract), so this
   // changes no bit of the predicted rows; it saves most of a layer of a full step.
   const int total = static_cast<int>(wanted.size());
-  const bool prune_last_layer = total > 0 && total < rows;
+  // Attention maps need the last layer's query side on every query row.
+  const bool prune_last_layer = total > 0 && total < rows && maps.empty();
   std::vector<AttentionSequence> pred_attn;
   if (prune_last_layer) {
     std::vector<int32_t> pred_positions;
@@ -362,6 +378,13 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
       DLLM_RETURN_IF_ERROR(QuerySide(w, total, *pred_positions_, pred_attn, shape, h_pred_.get()));
     } else {
       DLLM_RETURN_IF_ERROR(QuerySide(w, rows, *positions_, attn, shape, h_.get()));
+      // q_ still holds this layer's (RoPE'd) queries and the slabs its keys.
+      for (auto& [m, a] : maps) {
+        const auto start = std::chrono::steady_clock::now();
+        DLLM_RETURN_IF_ERROR(backend_->AttentionProbabilities(*q_, attn[a], shape, m->Layer(l)));
+        m->seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
     }
   }
 

@@ -42,6 +42,10 @@ class Transformer {
   virtual absl::Status Forward(const StepBatch& batch, StepResult* result) = 0;
 
   virtual const ModelConfig& config() const = 0;
+
+  // Whether Forward fills SequenceStep::attention_maps (the backend computes attention
+  // probabilities); when not, a step that asks for them fails with UNIMPLEMENTED.
+  virtual bool computes_attention_maps() const = 0;
 };
 
 }  // namespace dllm

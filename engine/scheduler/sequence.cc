@@ -47,7 +47,7 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
       context_(context),
       decoder_(MakeDecoderConfig(pending_.request, context), pending_.prompt_ids,
                pending_.request.max_new_tokens),
-      policy_(MakeCachePolicy(pending_.request.cache)) {
+      policy_(MakeCachePolicy(pending_.request.cache, context.vocab_size)) {
   stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
 }
@@ -61,6 +61,12 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   input.block_begin = decoder_.block_begin();
   input.block_end = decoder_.block_end();
   input.canvas_end = canvas_length();
+  input.answer_begin = decoder_.prompt_length();
+  // Schedules without blocks are one block of the whole answer.
+  input.block_length = pending_.request.decoding.schedule == Schedule::kBlock
+                           ? pending_.request.decoding.block_length
+                           : decoder_.gen_length();
+  input.decided = decoder_.decided_flags();
   input.tau_scale = tau_scale;
   plan_tau_scale_ = tau_scale;
   plan_block_begin_ = input.block_begin;
@@ -76,6 +82,10 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   step.query_positions = PlanQueryRows(plan_, predict_, canvas_length(), context_.shift_logits);
   step.predict_positions = predict_;
   planned_rows_ = static_cast<int64_t>(step.query_positions.size());
+  if (policy_->WantsAttentionMaps()) {
+    plan_query_rows_ = step.query_positions;
+    step.attention_maps = &attention_maps_;
+  }
   const DecodingParams& d = pending_.request.decoding;
   step.sampling.temperature = EffectiveTemperature(d.temperature);
   step.sampling.top_k = d.top_k;
@@ -116,8 +126,17 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   if (!committed.ok()) return committed.status();
 
   const auto start = std::chrono::steady_clock::now();
+  if (policy_->WantsAttentionMaps()) {
+    ForwardOutcome outcome;
+    outcome.query_rows = plan_query_rows_;
+    outcome.predicted = rows;
+    outcome.attention = &attention_maps_;
+    policy_->ObserveForward(outcome);
+  }
   policy_->Observe(step, *committed);
-  const double decision = SecondsSince(start);
+  // The attention maps were computed for the policy alone: their time is decision time.
+  const double decision = SecondsSince(start) + attention_maps_.seconds;
+  attention_maps_.seconds = 0;
   stats_.decision_seconds += decision;
 
   ++stats_.steps;

@@ -41,6 +41,7 @@ struct SequenceContext {
   int32_t mask_token_id = -1;
   std::vector<int32_t> end_token_ids;
   bool shift_logits = false;  // Dream: row p-1 predicts p
+  int vocab_size = 0;
 };
 
 // Ends a request that never got admitted (cancelled or expired while queued, shutdown).
@@ -97,6 +98,10 @@ class Sequence {
   Decoder decoder_;
   std::unique_ptr<CachePolicy> policy_;
   StepPlan plan_;
+  // For policies that decide from the forward: the planned step's query rows and the
+  // attention maps the forward fills (WantsAttentionMaps).
+  std::vector<int32_t> plan_query_rows_;
+  AttentionMaps attention_maps_;
   std::vector<int32_t> predict_;
   int64_t planned_rows_ = 0;
   double plan_seconds_ = 0;

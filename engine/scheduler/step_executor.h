@@ -64,6 +64,9 @@ class StepExecutor {
     return absl::UnimplementedError("this executor has no shadow steps");
   }
 
+  // Whether Run fills SequenceStep::attention_maps (the d2cache policy needs them).
+  virtual bool ComputesAttentionMaps() const { return false; }
+
   virtual int64_t KvBytesFor(int positions) const = 0;
   virtual int64_t KvBudgetBytes() const = 0;
   virtual bool KvFits(int positions) const = 0;

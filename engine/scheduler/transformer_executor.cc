@@ -47,6 +47,7 @@ class TransformerExecutor final : public StepExecutor {
     StepBatch batch;
     SequenceStep full = step;
     full.kv = scratch->get();
+    full.attention_maps = nullptr;  // the policy's maps are the step's own, not the shadow's
     full.query_positions.resize(positions);
     std::iota(full.query_positions.begin(), full.query_positions.end(), 0);
     batch.sequences.push_back(std::move(full));
@@ -62,6 +63,7 @@ class TransformerExecutor final : public StepExecutor {
     return out;
   }
 
+  bool ComputesAttentionMaps() const override { return transformer_->computes_attention_maps(); }
   int64_t KvBytesFor(int positions) const override { return pool_->BytesFor(positions); }
   int64_t KvBudgetBytes() const override { return pool_->budget_bytes(); }
   bool KvFits(int positions) const override { return pool_->Fits(positions); }

@@ -48,6 +48,15 @@ void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, co
                       const float* v_plane, int kv_positions, const CpuAttentionGeometry& g,
                       float* out, CpuAttentionScratch* scratch);
 
+// Adds `weight` * softmax(scale * q_r . K^T) of query head `head` to out row r
+// (out + r * out_stride, kv_positions values) for `rows` query rows: the same scores as
+// CpuAttentionHead (one fma chain per q.k, CpuExpF), normalized by the sum's reciprocal.
+// AttentionProbabilities calls it once per head with weight 1 / num_heads.
+void CpuAttentionProbsHead(const float* q, int64_t row_stride, int rows, int head,
+                           const float* k_plane, int kv_positions, const CpuAttentionGeometry& g,
+                           float weight, float* out, int64_t out_stride,
+                           CpuAttentionScratch* scratch);
+
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_BACKEND_CPU_CPU_ATTENTION_H_

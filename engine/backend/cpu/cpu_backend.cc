@@ -400,6 +400,53 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  bool computes_attention_probabilities() const override { return true; }
+  absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& s,
+                                      const AttentionShape& shape, std::span<float> out) override {
+    const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
+    const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
+    DLLM_RETURN_IF_ERROR(CheckSequence(s, shape));
+    DLLM_RETURN_IF_ERROR(
+        CheckFits(q, (s.row_begin + s.rows) * q_width, "AttentionProbabilities q"));
+    const int64_t L = s.kv_positions;
+    if (static_cast<int64_t>(out.size()) != int64_t{s.rows} * L) {
+      return absl::InvalidArgumentError(absl::StrCat("AttentionProbabilities: out holds ",
+                                                     out.size(), " values, expected ",
+                                                     int64_t{s.rows} * L));
+    }
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (s.rows == 0 || L == 0) return absl::OkStatus();
+    const CpuAttentionGeometry g{shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.scale};
+    const int64_t plane = int64_t{s.capacity_positions} * kv_width;
+    const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
+    const float* qp = Cpu(q).f32() + s.row_begin * q_width;
+    // Tasks are blocks of rows; each adds the heads in order 0, 1, ..., so a row's sum does not
+    // depend on which thread ran it.
+    constexpr int kRowsPerTask = 32;
+    const int64_t tasks = (s.rows + kRowsPerTask - 1) / kRowsPerTask;
+    const int64_t workers = std::min<int64_t>(pool_.threads(), tasks);
+    if (attention_scratch_.size() < static_cast<size_t>(workers)) {
+      attention_scratch_.resize(static_cast<size_t>(workers));
+    }
+    const float weight = 1.0f / static_cast<float>(shape.num_heads);
+    auto run = [&](int64_t worker) {
+      for (int64_t t = worker; t < tasks; t += workers) {
+        const int r0 = static_cast<int>(t * kRowsPerTask);
+        const int nr = std::min(kRowsPerTask, s.rows - r0);
+        for (int h = 0; h < shape.num_heads; ++h) {
+          CpuAttentionProbsHead(qp + r0 * q_width, q_width, nr, h, k_plane, s.kv_positions, g,
+                                weight, out.data() + r0 * L, L, &attention_scratch_[worker]);
+        }
+      }
+    };
+    if (workers <= 1) {
+      run(0);
+    } else {
+      pool_.ParallelFor(workers, run);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status SwiGlu(const DeviceBuffer& gate, const DeviceBuffer& up, int64_t elements,
                       DeviceBuffer* out) override {
     DLLM_RETURN_IF_ERROR(CheckFits(gate, elements, "SwiGlu gate"));

@@ -200,6 +200,66 @@ TEST_CASE("cpu_backend: GQA attention over a slab matches a naive softmax") {
   }
 }
 
+TEST_CASE("cpu_backend: attention probabilities are the head mean of a naive softmax") {
+  const int heads = 4, kv_heads = 2, d = 8, layers = 2, capacity = 80, n = 70, layer = 1;
+  const int kv_width = kv_heads * d;
+  // 70 query rows: three tasks of up to 32 rows, on 1 and 3 threads.
+  const int q_rows = 70;
+  const std::vector<float> kv_k = RandomVector(n * kv_width, 3),
+                           kv_v = RandomVector(n * kv_width, 4);
+  const std::vector<float> qv = RandomVector(q_rows * heads * d, 5, 2.0f);
+  std::vector<int32_t> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 3}) {
+    auto b = MakeCpu(threads);
+    CHECK(b->computes_attention_probabilities());
+    auto slab_or = b->Allocate(int64_t{layers} * 2 * capacity * kv_width * 4);
+    REQUIRE(slab_or.ok());
+    std::unique_ptr<DeviceBuffer> slab = std::move(*slab_or);
+    auto k = UploadF32(*b, kv_k);
+    auto v = UploadF32(*b, kv_v);
+    auto pos = UploadI32(*b, order);
+    AttentionShape shape{heads, kv_heads, d, layers, layer, 1.0f / std::sqrt(8.0f)};
+    AttentionSequence seq{slab.get(), capacity, n, 0, n};
+    REQUIRE(b->KvScatter(*k, *v, *pos, {&seq, 1}, shape).ok());
+    // Rows [5, 5 + q_rows) of a larger q buffer: the sequence's row_begin is honoured.
+    std::vector<float> padded(5 * heads * d, 100.0f);
+    padded.insert(padded.end(), qv.begin(), qv.end());
+    auto q = UploadF32(*b, padded);
+    AttentionSequence qs{slab.get(), capacity, n, 5, q_rows};
+    std::vector<float> probs(static_cast<size_t>(q_rows) * n, -1.0f);
+    REQUIRE(b->AttentionProbabilities(*q, qs, shape, probs).ok());
+    std::vector<float> too_small(static_cast<size_t>(q_rows) * n - 1);
+    CHECK(b->AttentionProbabilities(*q, qs, shape, too_small).code() ==
+          absl::StatusCode::kInvalidArgument);
+    for (int r = 0; r < q_rows; ++r) {
+      std::vector<double> mean(n, 0.0);
+      for (int h = 0; h < heads; ++h) {
+        const int g = h / (heads / kv_heads);
+        std::vector<double> s(n);
+        double m = -1e300;
+        for (int p = 0; p < n; ++p) {
+          double dot = 0;
+          for (int i = 0; i < d; ++i)
+            dot += qv[(r * heads + h) * d + i] * kv_k[p * kv_width + g * d + i];
+          s[p] = dot / std::sqrt(8.0);
+          m = std::max(m, s[p]);
+        }
+        double z = 0;
+        for (double& x : s) z += (x = std::exp(x - m));
+        for (int p = 0; p < n; ++p) mean[p] += s[p] / z / heads;
+      }
+      for (int p = 0; p < n; ++p) {
+        INFO("row " << r << " position " << p);
+        CHECK(probs[r * n + p] == Approx(mean[p]).margin(1e-6));
+      }
+    }
+    results.push_back(probs);
+  }
+  CHECK(results[0] == results[1]);  // the thread count changes no bit
+}
+
 LogitsRowRequest Request(int32_t position, int32_t step, float temperature, int top_k = 0,
                          float top_p = 1.0f, uint64_t seed = 1) {
   LogitsRowRequest r;

@@ -27,7 +27,7 @@ PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_sta
 }
 
 TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][cache_policy]") {
-  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2));
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2), /*vocab_size=*/512);
   const std::vector<int32_t> cand = {20, 21, 22};
   // step 0 is always full
   CHECK(policy->Plan(Input(0, cand)).full);
@@ -53,7 +53,7 @@ TEST_CASE("Entropy policy follows the scripted max-entropy signal", "[decoding][
 
 TEST_CASE("Entropy policy compares E with tau times the engine's tau scale",
           "[decoding][cache_policy]") {
-  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2));
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 2), /*vocab_size=*/512);
   const std::vector<int32_t> cand = {20, 21};
   auto scaled = [&](int step, float scale) {
     PlanInput in = Input(step, cand);
@@ -73,13 +73,14 @@ TEST_CASE("Entropy policy: a first step that commits nothing is followed by a pa
           "[decoding][cache_policy]") {
   // Dream's timestep schedule commits 0 tokens at step 0: step 0 filled the cache from the
   // very canvas step 1 sees, so refreshing again would recompute identical K/V.
-  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 4));
+  auto policy = MakeCachePolicy(testing::EntropyCache(0.5f, 4), /*vocab_size=*/512);
   const std::vector<int32_t> cand = {3, 4};
   CHECK(policy->Plan(Input(0, cand)).full);
   policy->Observe(0, {});
   CHECK_FALSE(policy->Plan(Input(1, cand)).full);
   // tau < 0 (always refresh) stays full even without commits
-  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4));
+  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4),
+                                /*vocab_size=*/512);
   CHECK(always->Plan(Input(0, cand)).full);
   always->Observe(0, {});
   CHECK(always->Plan(Input(1, cand)).full);
@@ -87,8 +88,10 @@ TEST_CASE("Entropy policy: a first step that commits nothing is followed by a pa
 
 TEST_CASE("Entropy tau = -inf is always full, +inf never after the first",
           "[decoding][cache_policy]") {
-  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4));
-  auto never = MakeCachePolicy(testing::EntropyCache(std::numeric_limits<float>::infinity(), 4));
+  auto always = MakeCachePolicy(testing::EntropyCache(-std::numeric_limits<float>::infinity(), 4),
+                                /*vocab_size=*/512);
+  auto never = MakeCachePolicy(testing::EntropyCache(std::numeric_limits<float>::infinity(), 4),
+                               /*vocab_size=*/512);
   const std::vector<int32_t> cand = {5};
   CHECK(always->Plan(Input(0, cand)).full);
   CHECK(never->Plan(Input(0, cand)).full);
@@ -126,7 +129,7 @@ TEST_CASE("Recent-k ranks by commit step, ties by position, newest step whole",
 TEST_CASE("Dual refreshes at block starts and recomputes the block", "[decoding][cache_policy]") {
   CacheParams c;
   c.policy = CachePolicyKind::kDual;
-  auto policy = MakeCachePolicy(c);
+  auto policy = MakeCachePolicy(c, /*vocab_size=*/512);
   const std::vector<int32_t> cand = {12, 13};
   CHECK(policy->Plan(Input(0, cand, true, 10, 14)).full);
   StepPlan p = policy->Plan(Input(1, cand, false, 10, 14));
@@ -139,7 +142,7 @@ TEST_CASE("Prefix refreshes at block starts and recomputes the block and all aft
           "[decoding][cache_policy]") {
   CacheParams c;
   c.policy = CachePolicyKind::kPrefix;
-  auto policy = MakeCachePolicy(c);
+  auto policy = MakeCachePolicy(c, /*vocab_size=*/512);
   const std::vector<int32_t> cand = {12, 13};
   // Canvas of 18 positions (prompt 10, answer 8 in two blocks of 4).
   CHECK(policy->Plan(Input(0, cand, true, 10, 14, 18)).full);
@@ -152,7 +155,7 @@ TEST_CASE("Prefix refreshes at block starts and recomputes the block and all aft
   CHECK(p.query_positions == std::vector<int32_t>{14, 15, 16, 17});  // last block: = dual
   // A step after the first is partial even at position 0's block when it is not a block
   // start; step 0 is full whatever the decoder says (an empty cache).
-  CHECK(MakeCachePolicy(c)->Plan(Input(0, cand, false, 10, 14, 18)).full);
+  CHECK(MakeCachePolicy(c, /*vocab_size=*/512)->Plan(Input(0, cand, false, 10, 14, 18)).full);
 }
 
 TEST_CASE("Interval refreshes every n steps with entropy's partial step between",
@@ -161,7 +164,7 @@ TEST_CASE("Interval refreshes every n steps with entropy's partial step between"
   c.policy = CachePolicyKind::kInterval;
   c.refresh_interval = 3;
   c.recent_k = 1;
-  auto policy = MakeCachePolicy(c);
+  auto policy = MakeCachePolicy(c, /*vocab_size=*/512);
   const std::vector<int32_t> cand = {8, 9};
   std::vector<bool> full;
   for (int step = 0; step < 7; ++step) {
@@ -174,7 +177,7 @@ TEST_CASE("Interval refreshes every n steps with entropy's partial step between"
 }
 
 TEST_CASE("None is always full", "[decoding][cache_policy]") {
-  auto policy = MakeCachePolicy(CacheParams{});
+  auto policy = MakeCachePolicy(CacheParams{}, /*vocab_size=*/512);
   for (int step = 0; step < 3; ++step) {
     CHECK(policy->Plan(Input(step, {1})).full);
     policy->Observe(step, Commits({{1, 0.0f}}));

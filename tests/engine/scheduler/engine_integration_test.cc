@@ -191,13 +191,14 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
   for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
     std::vector<GenerationRequest> reqs;
     const std::vector<DecodingParams> modes = Modes();
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < 12; ++i) {
       GenerationRequest r;
       for (int j = 0; j < 4 + 3 * i % 7; ++j) r.prompt_ids.push_back(10 + 17 * j + i);
       r.max_new_tokens = 8 * (1 + i % 3);
-      // Policies cycle none, entropy, interval, dual, prefix; the last two need a block mode.
-      const int policy = i % 5;
-      r.decoding = policy >= 3 ? modes[i % 2] : modes[i % modes.size()];
+      // Policies cycle none, entropy, interval, dual, prefix, d2cache; dual and prefix need a
+      // block mode.
+      const int policy = i % 6;
+      r.decoding = policy == 3 || policy == 4 ? modes[i % 2] : modes[i % modes.size()];
       if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
       switch (policy) {
         case 1:
@@ -212,6 +213,10 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
           break;
         case 4:
           r.cache.policy = CachePolicyKind::kPrefix;
+          break;
+        case 5:
+          r.cache.policy = CachePolicyKind::kD2Cache;
+          r.cache.d2_current_k = 4;  // smaller than the answers, so steps are partial
           break;
         default:
           break;
@@ -235,6 +240,41 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
       REQUIRE(f.status.ok());
       CHECK(f.token_ids == alone[i].token_ids);
       CHECK(f.stats.full_steps == alone[i].stats.full_steps);
+    }
+  }
+}
+
+TEST_CASE("Real forward: d2cache over every row equals none; at its defaults it is partial",
+          "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture, 1);
+    for (const DecodingParams& mode : Modes()) {
+      INFO(fixture << " schedule " << Name(mode.schedule));
+      GenerationRequest r;
+      for (int j = 0; j < 6; ++j) r.prompt_ids.push_back(11 + 13 * j);
+      r.max_new_tokens = 16;
+      r.decoding = mode;
+      if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
+      const FinalEvent vanilla = RunOne(*engine, r);
+      REQUIRE(vanilla.status.ok());
+      // Every mask (current_k >= the answer) and the whole nucleus (rollout_p 1): each step
+      // recomputes every row, so the partial steps must equal full ones bit for bit.
+      r.cache.policy = CachePolicyKind::kD2Cache;
+      r.cache.d2_current_k = 16;
+      r.cache.d2_rollout_p = 1.0f;
+      const FinalEvent all_rows = RunOne(*engine, r);
+      REQUIRE(all_rows.status.ok());
+      CHECK(all_rows.token_ids == vanilla.token_ids);
+      CHECK(all_rows.stats.full_steps == 1);
+      CHECK(all_rows.stats.rows_computed == vanilla.stats.rows_computed);
+      // The defaults recompute fewer rows, and the attention maps are charged as decision
+      // time.
+      r.cache.d2_current_k = 32;
+      r.cache.d2_rollout_p = 0.1f;
+      const FinalEvent defaults = RunOne(*engine, r);
+      REQUIRE(defaults.status.ok());
+      CHECK(defaults.stats.rows_computed < vanilla.stats.rows_computed);
+      CHECK(defaults.stats.decision_seconds > 0);
     }
   }
 }
