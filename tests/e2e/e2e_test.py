@@ -483,7 +483,9 @@ class E2ETest(unittest.TestCase):
     # ------------------------------------------------------------------ lifecycle
 
     def test_sigterm_drains_in_flight_requests(self):
-        s = self.start()
+        # The drain must outlast three 768-token requests on a loaded 2-core CI machine (30 s
+        # did not, at load 8): what is tested is that they finish, not how fast.
+        s = self.start(overrides={"server": {"drain_timeout_seconds": 240}})
         clients = [s.client_async("stream", "--json", "--max-new-tokens", str(LONG_TOKENS),
                                   "--block-length", str(LONG_TOKENS), "--request-id",
                                   "inflight-%d" % i, "Hello %d" % i) for i in range(3)]
@@ -502,7 +504,7 @@ class E2ETest(unittest.TestCase):
         r = s.client("generate", "Hi", "--timeout", "5")
         self.assertEqual(error_code(r), "UNAVAILABLE", r.stderr)
         for c in clients:
-            out, err = c.communicate(timeout=120)
+            out, err = c.communicate(timeout=300)
             self.assertEqual(c.returncode, 0, err)
             last = json.loads(out.splitlines()[-1])
             self.assertIn(last["final"]["finish_reason"],
