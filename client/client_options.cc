@@ -57,7 +57,7 @@ connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-
 input:      PROMPT | --prompt TEXT | --chat TEXT [--system TEXT] | --ids 1,2,3
 generation: --max-new-tokens N --schedule block|timestep|window --remasking NAME --steps N
             --block-length N --window N --threshold X --temperature X --top-k N --top-p X
-            --seed N --eps X --alg-temp X --cache none|entropy|dual|interval|prefix|d2cache
+            --seed N --eps X --alg-temp X --cache none|entropy|dual|interval|prefix|d2cache|elastic
             --entropy-threshold X --recent-k N --refresh-interval N --request-id ID
 stream:     --canvas-every N --show-canvas --cancel-after N
 )";

@@ -11,7 +11,7 @@
 // --ids 1,2,3. Generation: --max-new-tokens, --schedule block|timestep|window, --remasking
 // low_confidence|random|origin|maskgit_plus|topk_margin|entropy, --steps, --block-length,
 // --window, --threshold, --temperature, --top-k, --top-p, --seed, --eps, --alg-temp,
-// --cache none|entropy|dual|interval|prefix|d2cache, --entropy-threshold, --recent-k,
+// --cache none|entropy|dual|interval|prefix|d2cache|elastic, --entropy-threshold, --recent-k,
 // --refresh-interval,
 // --request-id. Stream: --canvas-every N, --show-canvas, --cancel-after N (cancel after N
 // committed deltas). Health: --service NAME, --wait SECONDS. Load: --concurrency N,

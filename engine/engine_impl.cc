@@ -4,7 +4,9 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/decoding/cache_policy.h"
 #include "engine/decoding/params_validation.h"
 #include "engine/model/loaded_model.h"
 #include "engine/scheduler/worker.h"
@@ -155,12 +157,16 @@ class EngineImpl final : public Engine {
     }
     if (absl::Status s = ValidateDecodingParams(r.decoding, gen); !s.ok()) return s;
     if (absl::Status s = ValidateCacheParams(r.cache, r.decoding); !s.ok()) return s;
-    if (r.cache.policy == CachePolicyKind::kD2Cache && !executor_->ComputesAttentionMaps()) {
-      return absl::FailedPreconditionError(
-          "cache.policy d2cache decides from attention maps, which this server's backend does "
-          "not compute (the cpu backend does); choose another cache policy");
+    if ((r.cache.policy == CachePolicyKind::kD2Cache ||
+         r.cache.policy == CachePolicyKind::kElastic) &&
+        !executor_->ComputesAttentionMaps()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cache.policy ", Name(r.cache.policy),
+          " decides from attention maps, which this server's backend does not compute (the cpu "
+          "backend does); choose another cache policy"));
     }
-    const int64_t bytes = executor_->KvBytesFor(static_cast<int>(total));
+    const int64_t bytes =
+        executor_->KvBytesFor(static_cast<int>(total), NeedsHiddenStates(r.cache));
     if (bytes > executor_->KvBudgetBytes()) {
       // Never fits, however idle the server: a client error (400), not overload (429, which
       // clients retry).

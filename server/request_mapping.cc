@@ -125,6 +125,8 @@ std::optional<CachePolicyKind> FromProto(v1::CachePolicy p) {
       return CachePolicyKind::kPrefix;
     case v1::CACHE_POLICY_D2CACHE:
       return CachePolicyKind::kD2Cache;
+    case v1::CACHE_POLICY_ELASTIC:
+      return CachePolicyKind::kElastic;
     default:
       return std::nullopt;
   }
@@ -174,6 +176,8 @@ v1::CachePolicy ToProto(CachePolicyKind p) {
       return v1::CACHE_POLICY_PREFIX;
     case CachePolicyKind::kD2Cache:
       return v1::CACHE_POLICY_D2CACHE;
+    case CachePolicyKind::kElastic:
+      return v1::CACHE_POLICY_ELASTIC;
   }
   return v1::CACHE_POLICY_UNSPECIFIED;
 }

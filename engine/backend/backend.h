@@ -192,6 +192,14 @@ class Backend {
   virtual absl::Status GatherRows(const DeviceBuffer& src, int cols,
                                   const DeviceBuffer& row_indices, int rows, DeviceBuffer* dst) = 0;
 
+  // dst[row_indices[r], :] = src[src_row_begin + r, :] for r < rows; rows are `cols` wide.
+  // Elastic-Cache's hidden-state slabs (with GatherRows to read them back); backends that do
+  // not compute attention probabilities need not have it (UNIMPLEMENTED).
+  virtual absl::Status ScatterRows(const DeviceBuffer& src, int src_row_begin, int cols,
+                                   const DeviceBuffer& row_indices, int rows, DeviceBuffer* dst) {
+    return absl::UnimplementedError("this backend has no ScatterRows (cache policy elastic)");
+  }
+
   // Statistics of logits rows [0, requests.size()) of `logits` ([rows, vocab]) into `out`
   // (same size): argmax (lowest id among ties), its probability, entropy (nats), top1-top2
   // margin, all of softmax(logits) at temperature 1 over the full vocabulary; and the

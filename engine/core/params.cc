@@ -31,6 +31,7 @@ constexpr std::array<Named<CachePolicyKind>, kAllCachePolicies.size()> kCachePol
     {CachePolicyKind::kInterval, "interval"},
     {CachePolicyKind::kPrefix, "prefix"},
     {CachePolicyKind::kD2Cache, "d2cache"},
+    {CachePolicyKind::kElastic, "elastic"},
 }};
 
 template <typename E, size_t N>

@@ -51,6 +51,7 @@ enum class CachePolicyKind {
   kInterval,  // full every refresh_interval steps, EntropyCache's partial step in between
   kPrefix,    // Fast-dLLM PrefixCache: full at each block start, block and suffix in between
   kD2Cache,   // d2Cache: certainty-density masks + last commits + attention-rollout nucleus
+  kElastic,   // Elastic-Cache: window + last commits + tracked tokens; deep layers on drift
 };
 
 struct CacheParams {
@@ -63,6 +64,9 @@ struct CacheParams {
   int d2_current_k = 32;
   float d2_rollout_p = 0.1f;
   float d2_sigma = 10.0f;
+  // kElastic: below this cosine similarity of a tracked token's attention between steps at
+  // layer l, layers l+1.. are recomputed for every row (Elastic-Cache's gamma).
+  float elastic_gamma = 0.9f;
   // Per-request override of EngineOptions::shadow_sample_rate, in [0, 1]; unset: the engine's.
   // Shadow steps are an observation only: they never change what the request commits.
   std::optional<float> shadow_sample_rate;
@@ -80,7 +84,7 @@ std::optional<Remasking> ParseRemasking(std::string_view name);
 std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name);
 
 // Every value in declaration order, and their names joined by '|' for error messages
-// ("none|entropy|dual|interval|prefix|d2cache").
+// ("none|entropy|dual|interval|prefix|d2cache|elastic").
 inline constexpr std::array kAllSchedules = {Schedule::kBlock, Schedule::kTimestep,
                                              Schedule::kWindow};
 inline constexpr std::array kAllRemaskings = {Remasking::kLowConfidence, Remasking::kRandom,
@@ -88,7 +92,8 @@ inline constexpr std::array kAllRemaskings = {Remasking::kLowConfidence, Remaski
                                               Remasking::kTopkMargin,    Remasking::kEntropy};
 inline constexpr std::array kAllCachePolicies = {
     CachePolicyKind::kNone,     CachePolicyKind::kEntropy, CachePolicyKind::kDual,
-    CachePolicyKind::kInterval, CachePolicyKind::kPrefix,  CachePolicyKind::kD2Cache};
+    CachePolicyKind::kInterval, CachePolicyKind::kPrefix,  CachePolicyKind::kD2Cache,
+    CachePolicyKind::kElastic};
 std::string ScheduleNames();
 std::string RemaskingNames();
 std::string CachePolicyNames();

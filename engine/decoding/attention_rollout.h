@@ -4,9 +4,9 @@
 // Per layer l, the step's head-averaged attention A_l (rows: the step's query rows, columns:
 // every canvas position) becomes a T x T matrix M_l: a query row i is (A_l[i] + e_i) divided
 // by its sum (the residual stream's identity added, the row renormalized; 2 up to rounding);
-// every row the step did not recompute is e_i ("unchanged"). The rollout is R = M_L ... M_2 M_1 and a position's
-// importance is its column sum, (1^T R)[j]: how much all of the last layer's outputs draw on
-// position j through every path.
+// every row the step did not recompute is e_i ("unchanged"). The rollout is R = M_L ... M_2 M_1 and
+// a position's importance is its column sum, (1^T R)[j]: how much all of the last layer's outputs
+// draw on position j through every path.
 //
 // d2Cache forms R by multiplying T x T matrices layer after layer (O(T^3) per layer). Only the
 // column sums are used, so this computes the same vector as a row vector pushed through the

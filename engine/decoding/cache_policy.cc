@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "engine/decoding/d2cache_policy.h"
+#include "engine/decoding/elastic_policy.h"
 
 namespace dllm {
 
@@ -150,6 +151,8 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int voca
     case CachePolicyKind::kD2Cache:
       return MakeD2CachePolicy(params.d2_current_k, params.d2_rollout_p, params.d2_sigma,
                                vocab_size);
+    case CachePolicyKind::kElastic:
+      return MakeElasticPolicy(params.elastic_gamma);
   }
   return std::make_unique<NonePolicy>();
 }

@@ -19,6 +19,10 @@
 //   d2cache   d2Cache: full on the first step only; then masks ranked by certainty density,
 //             the previous step's commits and the attention-rollout nucleus
 //             (d2cache_policy.h). Asks the forward for attention maps.
+//   elastic   Elastic-Cache: full on the first step only; then the candidates, the previous
+//             step's commits and the most-attended tokens, with the deep layers recomputed
+//             for every row when attention drifts (elastic_policy.h). Attention maps and
+//             hidden-state slabs.
 //
 // Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
 // ascending position; the first k are taken, and the whole newest step is always included
@@ -86,6 +90,9 @@ struct ForwardOutcome {
   // The query rows' attention when the policy asked for it; null or empty otherwise (an
   // executor without attention maps).
   const AttentionMaps* attention = nullptr;
+  // 0: the step's forward; > 0: the second pass that RecomputeFromLayer asked for (every row,
+  // layers [first_layer, L); the maps' shallower layers are zero).
+  int first_layer = 0;
 };
 
 class CachePolicy {
@@ -97,9 +104,19 @@ class CachePolicy {
   virtual bool WantsAttentionMaps() const { return false; }
   // After the forward of a planned step, before Observe of the same step.
   virtual void ObserveForward(const ForwardOutcome& outcome) {}
+  // After ObserveForward of a step's forward: > 0 asks for the step's layers
+  // [n, num_layers) to be run again over every row, from the inputs the slab's hidden states
+  // hold (elastic); its predictions replace the step's and come back through ObserveForward
+  // with first_layer = n. 0: none.
+  virtual int RecomputeFromLayer() const { return 0; }
   // The outcome of step `step`: the tokens it committed (possibly none).
   virtual void Observe(int step, std::span<const CommittedToken> committed) = 0;
 };
+
+// Whether the policy's sequences need KV slabs with hidden states (elastic).
+inline bool NeedsHiddenStates(const CacheParams& params) {
+  return params.policy == CachePolicyKind::kElastic;
+}
 
 // The policy for `params`; parameters are validated by the caller. `vocab_size` is the
 // model's (d2cache's confidence of a mask it has not predicted yet is 1 / vocab_size).

@@ -105,6 +105,11 @@ absl::Status ValidateCacheParams(const CacheParams& c, const DecodingParams& dec
                                   ") must be positive and finite"));
     }
   }
+  if (c.policy == CachePolicyKind::kElastic &&
+      !(c.elastic_gamma >= -1.0f && c.elastic_gamma <= 1.0f)) {
+    return Invalid(absl::StrCat("cache.elastic_gamma (", ShortestDecimal(c.elastic_gamma),
+                                ") must be in [-1, 1] (a cosine similarity)"));
+  }
   if (c.shadow_sample_rate.has_value() &&
       !(*c.shadow_sample_rate >= 0.0f && *c.shadow_sample_rate <= 1.0f)) {
     return Invalid(absl::StrCat("cache.shadow_sample_rate (",

@@ -7,10 +7,11 @@
 namespace dllm {
 
 KvSlab::KvSlab(KvPool* pool, std::unique_ptr<DeviceBuffer> buffer, int capacity_positions,
-               int64_t bytes)
+               bool hidden_states, int64_t bytes)
     : pool_(pool),
       buffer_(std::move(buffer)),
       capacity_positions_(capacity_positions),
+      hidden_states_(hidden_states),
       bytes_(bytes) {}
 
 KvSlab::~KvSlab() {
@@ -21,23 +22,23 @@ KvSlab::~KvSlab() {
 KvPool::KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes)
     : backend_(backend), layout_(layout), budget_bytes_(budget_bytes) {}
 
-int64_t KvPool::BytesFor(int positions) const {
+int64_t KvPool::BytesFor(int positions, bool hidden_states) const {
   if (positions <= 0) return 0;
-  return int64_t{positions} * layout_.BytesPerPosition(backend_->kv_bytes_per_element());
+  return layout_.SlabElements(positions, hidden_states) * backend_->kv_bytes_per_element();
 }
 
-bool KvPool::Fits(int positions) const {
-  const int64_t need = BytesFor(positions);
+bool KvPool::Fits(int positions, bool hidden_states) const {
+  const int64_t need = BytesFor(positions, hidden_states);
   absl::MutexLock lock(&mu_);
   return positions > 0 && used_bytes_ + need <= budget_bytes_;
 }
 
-absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions) {
+absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions, bool hidden_states) {
   if (positions <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV slab needs a positive number of positions, got ", positions));
   }
-  const int64_t need = BytesFor(positions);
+  const int64_t need = BytesFor(positions, hidden_states);
   {
     absl::MutexLock lock(&mu_);
     if (used_bytes_ + need > budget_bytes_) {
@@ -52,7 +53,8 @@ absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions) {
     Release(need);
     return buffer.status();
   }
-  return std::unique_ptr<KvSlab>(new KvSlab(this, std::move(*buffer), positions, need));
+  return std::unique_ptr<KvSlab>(
+      new KvSlab(this, std::move(*buffer), positions, hidden_states, need));
 }
 
 int64_t KvPool::used_bytes() const {

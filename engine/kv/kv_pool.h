@@ -32,15 +32,19 @@ class KvSlab {
   KvSlab& operator=(const KvSlab&) = delete;
 
   int capacity_positions() const { return capacity_positions_; }
+  // Whether the slab also holds every layer's input hidden states (KvLayout).
+  bool has_hidden_states() const { return hidden_states_; }
   int64_t bytes() const { return bytes_; }
   DeviceBuffer& buffer() { return *buffer_; }
 
  private:
   friend class KvPool;
-  KvSlab(KvPool* pool, std::unique_ptr<DeviceBuffer> buffer, int capacity_positions, int64_t bytes);
+  KvSlab(KvPool* pool, std::unique_ptr<DeviceBuffer> buffer, int capacity_positions,
+         bool hidden_states, int64_t bytes);
   KvPool* pool_;
   std::unique_ptr<DeviceBuffer> buffer_;
   int capacity_positions_;
+  bool hidden_states_;
   int64_t bytes_;
 };
 
@@ -49,11 +53,12 @@ class KvPool {
   // `backend` is not owned and must outlive the pool.
   KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes);
 
-  // Bytes a slab of `positions` positions takes.
-  int64_t BytesFor(int positions) const;
-  bool Fits(int positions) const;
+  // Bytes a slab of `positions` positions takes, with or without hidden states.
+  int64_t BytesFor(int positions, bool hidden_states = false) const;
+  bool Fits(int positions, bool hidden_states = false) const;
   // RESOURCE_EXHAUSTED when the budget cannot hold it.
-  absl::StatusOr<std::unique_ptr<KvSlab>> Allocate(int positions);
+  absl::StatusOr<std::unique_ptr<KvSlab>> Allocate(int positions, bool hidden_states = false);
+  const KvLayout& layout() const { return layout_; }
 
   int64_t budget_bytes() const { return budget_bytes_; }
   int64_t used_bytes() const;

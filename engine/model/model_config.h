@@ -44,7 +44,7 @@ struct ModelConfig {
   int32_t eot_token_id = -1;  // end of turn: <|eot_id|> / <|im_end|>; -1 if unknown
 
   // What the KV pool needs of this config.
-  KvLayout kv_layout() const { return {num_layers, num_kv_heads, head_dim}; }
+  KvLayout kv_layout() const { return {num_layers, num_kv_heads, head_dim, hidden_size}; }
   // Bytes of K plus V for one position across all layers, in the given element size.
   int64_t KvBytesPerPosition(int bytes_per_element) const {
     return kv_layout().BytesPerPosition(bytes_per_element);

@@ -30,6 +30,13 @@ struct SequenceStep {
   // When set (not owned), the forward also fills it with the head-averaged attention of every
   // query row at every layer (engine/core/attention_maps.h). Changes no result bit.
   AttentionMaps* attention_maps = nullptr;
+  // Elastic-Cache; both need a slab with hidden states (KvSlab::has_hidden_states).
+  // store_hidden_states: every query row's input to every layer is written to the slab.
+  bool store_hidden_states = false;
+  // > 0: layers below it are skipped and the query rows' inputs to layer `first_layer` are
+  // read from the slab's hidden states (what earlier steps or passes stored). Such a step
+  // must be alone in its batch.
+  int32_t first_layer = 0;
 };
 
 struct StepBatch {

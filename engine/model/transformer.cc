@@ -90,6 +90,7 @@ class TransformerImpl final : public Transformer {
   // The last layer on the predicting rows only (see Run): their residual rows, batch row
   // indices and positions.
   std::unique_ptr<DeviceBuffer> h_pred_, pred_rows_, pred_positions_;
+  std::unique_ptr<DeviceBuffer> hidden_rows_;  // slab row indices of stored hidden states
   int predict_capacity_ = 0;
   std::unique_ptr<DeviceBuffer> gather_, hs_, logits_;
 };
@@ -196,6 +197,7 @@ absl::Status TransformerImpl::EnsureRows(int rows) {
   DLLM_RETURN_IF_ERROR(alloc(r * config_.hidden_size, act, &h_pred_));
   DLLM_RETURN_IF_ERROR(alloc(r, 4, &pred_rows_));
   DLLM_RETURN_IF_ERROR(alloc(r, 4, &pred_positions_));
+  DLLM_RETURN_IF_ERROR(alloc(r, 4, &hidden_rows_));
   row_capacity_ = cap;
   return absl::OkStatus();
 }
@@ -260,6 +262,24 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   const ForwardPlan& plan = *planned;
   const ModelConfig& c = config_;
   const int rows = plan.total_rows;
+
+  int first_layer = 0;
+  for (const SequenceStep& s : batch.sequences) {
+    if (s.first_layer < 0 || s.first_layer >= c.num_layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("first_layer ", s.first_layer, " outside [0, ", c.num_layers, ")"));
+    }
+    if ((s.first_layer > 0 || s.store_hidden_states) &&
+        (s.kv == nullptr || !s.kv->has_hidden_states())) {
+      return absl::InvalidArgumentError(
+          "a step that stores or starts from hidden states needs a slab with hidden states");
+    }
+    first_layer = std::max(first_layer, s.first_layer);
+  }
+  if (first_layer > 0 && batch.sequences.size() != 1) {
+    return absl::InvalidArgumentError("a step with first_layer > 0 must be alone in its batch");
+  }
+  const KvLayout layout = c.kv_layout();
 
   result->assign(batch.sequences.size(), {});
   if (logits != nullptr) logits->assign(batch.sequences.size(), {});
@@ -362,11 +382,38 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   shape.num_layers = c.num_layers;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  DLLM_RETURN_IF_ERROR(
-      backend_->EmbeddingGather(*embed_, c.vocab_size, hidden, *tokens_, rows, h_.get()));
-  for (int l = 0; l < c.num_layers; ++l) {
+  // The slab rows (hidden_size wide) of a sequence's stored input hidden states at layer l.
+  auto hidden_slab_rows = [&](size_t i, int l) {
+    const SequenceStep& s = batch.sequences[i];
+    const int cap = s.kv->capacity_positions();
+    const int64_t base = layout.HiddenRowBase(cap) + int64_t{l} * cap;
+    std::vector<int32_t> out;
+    out.reserve(plan.sequences[i].positions.size());
+    for (int32_t pos : plan.sequences[i].positions) out.push_back(static_cast<int32_t>(base + pos));
+    return out;
+  };
+  if (first_layer == 0) {
+    DLLM_RETURN_IF_ERROR(
+        backend_->EmbeddingGather(*embed_, c.vocab_size, hidden, *tokens_, rows, h_.get()));
+  } else {
+    // One sequence (checked above): its rows are rows [0, rows).
+    DLLM_RETURN_IF_ERROR(
+        backend_->UploadInt32(hidden_slab_rows(0, first_layer), hidden_rows_.get()));
+    DLLM_RETURN_IF_ERROR(backend_->GatherRows(batch.sequences[0].kv->buffer(), hidden,
+                                              *hidden_rows_, rows, h_.get()));
+  }
+  for (int l = first_layer; l < c.num_layers; ++l) {
     const DeviceLayer& w = layers_[l];
     shape.layer = l;
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      const SequenceStep& s = batch.sequences[i];
+      if (!s.store_hidden_states || plan.sequences[i].positions.empty()) continue;
+      const std::vector<int32_t> slab_rows = hidden_slab_rows(i, l);
+      DLLM_RETURN_IF_ERROR(backend_->UploadInt32(slab_rows, hidden_rows_.get()));
+      DLLM_RETURN_IF_ERROR(backend_->ScatterRows(*h_, plan.sequences[i].row_begin, hidden,
+                                                 *hidden_rows_, static_cast<int>(slab_rows.size()),
+                                                 &s.kv->buffer()));
+    }
     DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
     DLLM_RETURN_IF_ERROR(KeysValues(w, rows, attn, shape));
     if (prune_last_layer && l == c.num_layers - 1) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -86,6 +87,8 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
     plan_query_rows_ = step.query_positions;
     step.attention_maps = &attention_maps_;
   }
+  step.store_hidden_states = NeedsHiddenStates(pending_.request.cache);
+  forward_decision_seconds_ = 0;
   const DecodingParams& d = pending_.request.decoding;
   step.sampling.temperature = EffectiveTemperature(d.temperature);
   step.sampling.top_k = d.top_k;
@@ -93,6 +96,47 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   step.sampling.seed = d.seed;
   step.step = decoder_.step();
   return step;
+}
+
+std::optional<SequenceStep> Sequence::ObserveForward(const SequenceStep& planned,
+                                                     std::span<const RowStats> rows) {
+  if (!policy_->WantsAttentionMaps()) return std::nullopt;
+  const auto start = std::chrono::steady_clock::now();
+  ForwardOutcome outcome;
+  outcome.query_rows = plan_query_rows_;
+  outcome.predicted = rows;
+  outcome.attention = &attention_maps_;
+  policy_->ObserveForward(outcome);
+  const int first_layer = policy_->RecomputeFromLayer();
+  // The attention maps were computed for the policy alone: their time is decision time.
+  forward_decision_seconds_ += SecondsSince(start) + attention_maps_.seconds;
+  attention_maps_.seconds = 0;
+  if (first_layer <= 0) return std::nullopt;
+  SequenceStep again = planned;
+  again.query_positions.resize(planned.tokens.size());
+  std::iota(again.query_positions.begin(), again.query_positions.end(), 0);
+  again.first_layer = first_layer;
+  again.store_hidden_states = true;
+  again.attention_maps = &attention_maps_;
+  plan_query_rows_ = again.query_positions;
+  // The pass computes every row for (layers - first_layer) of the layers: counted as that
+  // fraction of a full step's rows.
+  const int layers = std::max(1, attention_maps_.layers);
+  planned_rows_ +=
+      static_cast<int64_t>(again.query_positions.size()) * (layers - first_layer) / layers;
+  return again;
+}
+
+void Sequence::ObserveRecompute(const SequenceStep& recompute, std::span<const RowStats> rows) {
+  const auto start = std::chrono::steady_clock::now();
+  ForwardOutcome outcome;
+  outcome.query_rows = plan_query_rows_;
+  outcome.predicted = rows;
+  outcome.attention = &attention_maps_;
+  outcome.first_layer = recompute.first_layer;
+  policy_->ObserveForward(outcome);
+  forward_decision_seconds_ += SecondsSince(start) + attention_maps_.seconds;
+  attention_maps_.seconds = 0;
 }
 
 void Sequence::EmitText(CommitEvent* event) {
@@ -126,17 +170,8 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   if (!committed.ok()) return committed.status();
 
   const auto start = std::chrono::steady_clock::now();
-  if (policy_->WantsAttentionMaps()) {
-    ForwardOutcome outcome;
-    outcome.query_rows = plan_query_rows_;
-    outcome.predicted = rows;
-    outcome.attention = &attention_maps_;
-    policy_->ObserveForward(outcome);
-  }
   policy_->Observe(step, *committed);
-  // The attention maps were computed for the policy alone: their time is decision time.
-  const double decision = SecondsSince(start) + attention_maps_.seconds;
-  attention_maps_.seconds = 0;
+  const double decision = SecondsSince(start) + forward_decision_seconds_;
   stats_.decision_seconds += decision;
 
   ++stats_.steps;
@@ -236,6 +271,8 @@ constexpr uint32_t kRngDomainShadow = 0x73686477u;
 
 bool Sequence::ShadowDrawn(float engine_rate) const {
   if (plan_.full || decoder_.finished()) return false;
+  // An elastic step may be run again from a deep layer; a shadow would measure its first pass.
+  if (NeedsHiddenStates(pending_.request.cache)) return false;
   const float rate = pending_.request.cache.shadow_sample_rate.value_or(engine_rate);
   if (!(rate > 0.0f)) return false;
   if (rate >= 1.0f) return true;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -66,6 +67,14 @@ class Sequence {
   bool planned_full() const { return plan_.full; }
   KvHandle* kv() { return kv_.get(); }
 
+  // For policies that decide from the forward (WantsAttentionMaps): shows the planned step's
+  // forward to the policy. Returns the step that the policy asks to run next over every row
+  // (Elastic-Cache's deep-layer recompute; `planned` is the step PlanStep returned), or
+  // nullopt. Its rows go to ObserveRecompute and then, instead of the first rows, to ApplyStep.
+  std::optional<SequenceStep> ObserveForward(const SequenceStep& planned,
+                                             std::span<const RowStats> rows);
+  void ObserveRecompute(const SequenceStep& recompute, std::span<const RowStats> rows);
+
   // Commits the step's predictions, informs the policy, emits the commit (and snapshot)
   // events, and adds to `info`. On error the sequence should be finished with it.
   absl::Status ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info);
@@ -105,6 +114,7 @@ class Sequence {
   std::vector<int32_t> predict_;
   int64_t planned_rows_ = 0;
   double plan_seconds_ = 0;
+  double forward_decision_seconds_ = 0;  // ObserveForward/ObserveRecompute and their maps
   float plan_tau_scale_ = 1.0f;
   int32_t plan_block_begin_ = 0;  // the planned step's block/window, canvas positions
   int32_t plan_block_end_ = 0;

@@ -67,11 +67,13 @@ class StepExecutor {
   // Whether Run fills SequenceStep::attention_maps (the d2cache policy needs them).
   virtual bool ComputesAttentionMaps() const { return false; }
 
-  virtual int64_t KvBytesFor(int positions) const = 0;
+  // `hidden_states`: the slab also keeps every layer's input hidden states (elastic).
+  virtual int64_t KvBytesFor(int positions, bool hidden_states) const = 0;
   virtual int64_t KvBudgetBytes() const = 0;
-  virtual bool KvFits(int positions) const = 0;
+  virtual bool KvFits(int positions, bool hidden_states) const = 0;
   // RESOURCE_EXHAUSTED when the budget cannot hold it now.
-  virtual absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions) = 0;
+  virtual absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions,
+                                                               bool hidden_states) = 0;
   virtual double KvUsageRatio() const = 0;
   virtual int64_t KvUsedBytes() const = 0;
 };

@@ -42,12 +42,13 @@ class TransformerExecutor final : public StepExecutor {
     const int positions = static_cast<int>(step.tokens.size());
     // A second slab from the same pool: the shadow's memory counts against the budget, and
     // a step that cannot get it simply goes unsampled.
-    absl::StatusOr<std::unique_ptr<KvSlab>> scratch = pool_->Allocate(positions);
+    absl::StatusOr<std::unique_ptr<KvSlab>> scratch = pool_->Allocate(positions, false);
     if (!scratch.ok()) return scratch.status();
     StepBatch batch;
     SequenceStep full = step;
     full.kv = scratch->get();
     full.attention_maps = nullptr;  // the policy's maps are the step's own, not the shadow's
+    full.store_hidden_states = false;
     full.query_positions.resize(positions);
     std::iota(full.query_positions.begin(), full.query_positions.end(), 0);
     batch.sequences.push_back(std::move(full));
@@ -64,11 +65,15 @@ class TransformerExecutor final : public StepExecutor {
   }
 
   bool ComputesAttentionMaps() const override { return transformer_->computes_attention_maps(); }
-  int64_t KvBytesFor(int positions) const override { return pool_->BytesFor(positions); }
+  int64_t KvBytesFor(int positions, bool hidden_states) const override {
+    return pool_->BytesFor(positions, hidden_states);
+  }
   int64_t KvBudgetBytes() const override { return pool_->budget_bytes(); }
-  bool KvFits(int positions) const override { return pool_->Fits(positions); }
-  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions) override {
-    absl::StatusOr<std::unique_ptr<KvSlab>> slab = pool_->Allocate(positions);
+  bool KvFits(int positions, bool hidden_states) const override {
+    return pool_->Fits(positions, hidden_states);
+  }
+  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions, bool hidden_states) override {
+    absl::StatusOr<std::unique_ptr<KvSlab>> slab = pool_->Allocate(positions, hidden_states);
     if (!slab.ok()) return slab.status();
     return std::unique_ptr<KvHandle>(new SlabHandle(std::move(*slab)));
   }

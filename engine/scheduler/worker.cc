@@ -128,7 +128,8 @@ void Worker::Loop() {
         PendingRequest& head = queue_.front();
         const int positions =
             static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
-        if (!executor_->KvFits(positions)) {
+        const bool hidden_states = NeedsHiddenStates(head.request.cache);
+        if (!executor_->KvFits(positions, hidden_states)) {
           // FIFO: wait for memory unless nothing runs, in which case it can never fit.
           if (active_.empty() && admitted.empty()) {
             rejected.emplace_back(std::move(head), absl::ResourceExhaustedError(absl::StrCat(
@@ -139,7 +140,8 @@ void Worker::Loop() {
           }
           break;
         }
-        absl::StatusOr<std::unique_ptr<KvHandle>> kv = executor_->AllocateKv(positions);
+        absl::StatusOr<std::unique_ptr<KvHandle>> kv =
+            executor_->AllocateKv(positions, hidden_states);
         if (!kv.ok()) {
           if (active_.empty() && admitted.empty()) {
             rejected.emplace_back(std::move(head), kv.status());
@@ -260,6 +262,25 @@ void Worker::RunStep() {
   } else {
     for (size_t i = 0; i < active_.size(); ++i) {
       Sequence& seq = *active_[i];
+      // A policy that decides from the forward may ask for a second pass of this sequence's
+      // step (Elastic-Cache's deep layers over every row). It runs alone; its failure ends
+      // this request only.
+      if (std::optional<SequenceStep> again = seq.ObserveForward(batch.sequences[i], result[i])) {
+        StepBatch one;
+        one.sequences.push_back(*again);
+        KvHandle* handle = handles[i];
+        StepResult rerun;
+        absl::Status s = executor_->Run(one, std::span<KvHandle* const>(&handle, 1), &rerun);
+        if (s.ok() && rerun.size() != 1) {
+          s = absl::InternalError("the recompute pass returned no result");
+        }
+        if (!s.ok()) {
+          seq.Finish(s, FinishReason::kError, observer);
+          continue;
+        }
+        seq.ObserveRecompute(*again, rerun[0]);
+        result[i] = std::move(rerun[0]);
+      }
       absl::Status applied = seq.ApplyStep(result[i], &info);
       if (!applied.ok()) {
         seq.Finish(applied, FinishReason::kError, observer);

@@ -86,7 +86,8 @@ TEST_CASE("http mapping: every cache policy by its name and its proto name") {
   json body = kChat;
   body["cache"] = {{"policy", "prefx"}};
   CHECK(ErrorOf(body) ==
-        "cache.policy: unknown value 'prefx' (expected none|entropy|dual|interval|prefix|d2cache)");
+        "cache.policy: unknown value 'prefx' (expected "
+        "none|entropy|dual|interval|prefix|d2cache|elastic)");
 }
 
 TEST_CASE("http mapping: completions prompt forms") {

@@ -490,6 +490,24 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status ScatterRows(const DeviceBuffer& src, int src_row_begin, int cols,
+                           const DeviceBuffer& row_indices, int rows, DeviceBuffer* dst) override {
+    DLLM_RETURN_IF_ERROR(CheckFits(row_indices, rows, "ScatterRows indices"));
+    DLLM_RETURN_IF_ERROR(CheckFits(src, (int64_t{src_row_begin} + rows) * cols, "ScatterRows src"));
+    if (&src == dst) return absl::InvalidArgumentError("ScatterRows: dst must not alias src");
+    const int32_t* idx = Cpu(row_indices).i32();
+    const int64_t dst_rows = dst->bytes() / 4 / std::max(cols, 1);
+    for (int r = 0; r < rows; ++r) {
+      if (idx[r] < 0 || idx[r] >= dst_rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ScatterRows: row ", idx[r], " outside destination of ", dst_rows, " rows"));
+      }
+      std::memcpy(Cpu(*dst).f32() + int64_t{idx[r]} * cols,
+                  Cpu(src).f32() + (int64_t{src_row_begin} + r) * cols, sizeof(float) * cols);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status LogitsStats(const DeviceBuffer& logits, int vocab,
                            std::span<const LogitsRowRequest> requests,
                            std::span<RowStats> out) override {

@@ -32,7 +32,7 @@ TEST_CASE("params: every enum value has one name that parses back", "[core][para
   CheckTable(kAllRemaskings, &ParseRemasking, RemaskingNames());
   CheckTable(kAllCachePolicies, &ParseCachePolicy, CachePolicyNames());
   // The spellings users type (YAML, HTTP, --policy) are part of the API.
-  CHECK(CachePolicyNames() == "none|entropy|dual|interval|prefix|d2cache");
+  CHECK(CachePolicyNames() == "none|entropy|dual|interval|prefix|d2cache|elastic");
   CHECK(ScheduleNames() == "block|timestep|window");
   CHECK(RemaskingNames() == "low_confidence|random|origin|maskgit_plus|topk_margin|entropy");
   CHECK(std::string(Name(static_cast<CachePolicyKind>(99))) == "?");

@@ -27,7 +27,8 @@ TEST_CASE("Certainty density matches its definition", "[decoding][d2cache]") {
     REQUIRE(got.size() == decided.size());
     for (size_t i = 0; i < decided.size(); ++i) {
       INFO("sigma " << sigma << " i " << i);
-      CHECK(got[i] == Approx(DensityByDefinition(decided, static_cast<int>(i), sigma)).epsilon(1e-9));
+      CHECK(got[i] ==
+            Approx(DensityByDefinition(decided, static_cast<int>(i), sigma)).epsilon(1e-9));
     }
   }
   // All decided: every kernel weight lands on a decided position.
@@ -98,8 +99,7 @@ TEST_CASE("d2cache: the latest predicted confidence ranks the masks", "[decoding
   CHECK(policy->Plan(canvas.Input(1)).query_positions == std::vector<int32_t>{6, 7, 10});
 }
 
-TEST_CASE("d2cache: the rollout nucleus adds the most attended positions",
-          "[decoding][d2cache]") {
+TEST_CASE("d2cache: the rollout nucleus adds the most attended positions", "[decoding][d2cache]") {
   const Canvas canvas;
   auto policy = MakeD2CachePolicy(3, 0.1f, 10.0f, 512);
   REQUIRE(policy->Plan(canvas.Input(0)).full);

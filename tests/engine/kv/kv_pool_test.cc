@@ -11,6 +11,28 @@
 namespace dllm {
 namespace {
 
+TEST_CASE("kv_pool: a slab with hidden states adds every layer's input rows") {
+  auto backend = CreateBackend("cpu", 1);
+  REQUIRE(backend.ok());
+  // hidden 80, 3 layers, 5 heads, 1 kv head: head_dim 16, kv width 16.
+  const ModelConfig config = RandomModelConfig(ModelFamily::kDream, 80, 3, 5, 1, 96, 100, 4096);
+  const KvLayout layout = config.kv_layout();
+  KvPool pool(backend->get(), layout, int64_t{1} << 30);
+  // 10 positions: K/V 3 x 2 x 10 x 16 = 960 elements = 12 hidden rows of 80 exactly; then
+  // 3 x 10 hidden rows.
+  CHECK(layout.HiddenRowBase(10) == 12);
+  CHECK(pool.BytesFor(10, true) == (12 + 30) * 80 * 4);
+  CHECK(pool.BytesFor(10, false) == 960 * 4);
+  // 7 positions: 672 K/V elements round up to 9 whole rows (720).
+  CHECK(layout.HiddenRowBase(7) == 9);
+  CHECK(pool.BytesFor(7, true) == (9 + 21) * 80 * 4);
+  auto slab = pool.Allocate(7, true);
+  REQUIRE(slab.ok());
+  CHECK((*slab)->has_hidden_states());
+  CHECK((*slab)->buffer().bytes() >= pool.BytesFor(7, true));
+  CHECK_FALSE((*pool.Allocate(7))->has_hidden_states());
+}
+
 TEST_CASE("kv_pool: accounting, exhaustion and leak-free release") {
   auto backend = CreateBackend("cpu", 1);
   REQUIRE(backend.ok());

@@ -417,3 +417,54 @@ TEST_CASE("transformer: results do not depend on the backend's thread count") {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// Elastic-Cache's mechanics: the hidden states a step stores, read back as the inputs of a
+// later layer, reproduce the step; a pass over every row from a layer on rewrites the deep
+// layers' K/V from stale inputs exactly as a forward from those inputs would.
+TEST_CASE("transformer: stored hidden states restart the forward at a later layer") {
+  for (ModelConfig config : {LladaConfig(), DreamConfig()}) {
+    config =
+        RandomModelConfig(config.family, config.hidden_size, 4, config.num_heads,
+                          config.num_kv_heads, config.intermediate_size, config.vocab_size, 4096);
+    Harness h = MakeHarness(config);
+    const int n = 24;
+    const std::vector<int32_t> tokens = RandomTokens(n, config.vocab_size, 8);
+    auto slab = h.pool->Allocate(n, /*hidden_states=*/true);
+    REQUIRE(slab.ok());
+    std::vector<int32_t> predict = {3, 9, 17, 23};
+    SequenceStep full = Step(slab->get(), tokens, Iota(n), predict);
+    full.store_hidden_states = true;
+    StepResult want;
+    REQUIRE(h.transformer->Forward(StepBatch{{full}}, &want).ok());
+    for (int first = 1; first < config.num_layers; ++first) {
+      INFO("family " << static_cast<int>(config.family) << " first_layer " << first);
+      SequenceStep again = full;
+      again.first_layer = first;
+      StepResult got;
+      REQUIRE(h.transformer->Forward(StepBatch{{again}}, &got).ok());
+      REQUIRE(got[0].size() == predict.size());
+      for (size_t j = 0; j < predict.size(); ++j) CHECK(SameBits(got[0][j], want[0][j]));
+    }
+    // Refused: a later first layer next to another sequence, or without hidden states.
+    auto plain = h.pool->Allocate(n);
+    REQUIRE(plain.ok());
+    SequenceStep late = full;
+    late.first_layer = 2;
+    StepResult r;
+    CHECK(h.transformer->Forward(StepBatch{{late, full}}, &r).code() ==
+          absl::StatusCode::kInvalidArgument);
+    late.kv = plain->get();
+    CHECK(h.transformer->Forward(StepBatch{{late}}, &r).code() ==
+          absl::StatusCode::kInvalidArgument);
+    late.first_layer = config.num_layers;
+    late.kv = slab->get();
+    CHECK(h.transformer->Forward(StepBatch{{late}}, &r).code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace dllm

@@ -191,13 +191,13 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
   for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
     std::vector<GenerationRequest> reqs;
     const std::vector<DecodingParams> modes = Modes();
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 14; ++i) {
       GenerationRequest r;
       for (int j = 0; j < 4 + 3 * i % 7; ++j) r.prompt_ids.push_back(10 + 17 * j + i);
       r.max_new_tokens = 8 * (1 + i % 3);
-      // Policies cycle none, entropy, interval, dual, prefix, d2cache; dual and prefix need a
-      // block mode.
-      const int policy = i % 6;
+      // Policies cycle none, entropy, interval, dual, prefix, d2cache, elastic; dual and prefix
+      // need a block mode.
+      const int policy = i % 7;
       r.decoding = policy == 3 || policy == 4 ? modes[i % 2] : modes[i % modes.size()];
       if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
       switch (policy) {
@@ -217,6 +217,10 @@ TEST_CASE("Real forward: batch invariance across policies and lengths", "[engine
         case 5:
           r.cache.policy = CachePolicyKind::kD2Cache;
           r.cache.d2_current_k = 4;  // smaller than the answers, so steps are partial
+          break;
+        case 6:
+          r.cache.policy = CachePolicyKind::kElastic;
+          r.cache.elastic_gamma = i < 7 ? 1.0f : 0.9f;  // 1: a recompute pass on every drift
           break;
         default:
           break;
@@ -275,6 +279,38 @@ TEST_CASE("Real forward: d2cache over every row equals none; at its defaults it 
       REQUIRE(defaults.status.ok());
       CHECK(defaults.stats.rows_computed < vanilla.stats.rows_computed);
       CHECK(defaults.stats.decision_seconds > 0);
+    }
+  }
+}
+
+TEST_CASE("Real forward: elastic recomputes deep layers when attention drifts",
+          "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture, 1);
+    for (const DecodingParams& mode : Modes()) {
+      INFO(fixture << " schedule " << Name(mode.schedule));
+      GenerationRequest r;
+      for (int j = 0; j < 6; ++j) r.prompt_ids.push_back(11 + 13 * j);
+      r.max_new_tokens = 16;
+      r.decoding = mode;
+      r.cache.policy = CachePolicyKind::kNone;
+      const FinalEvent vanilla = RunOne(*engine, r);
+      REQUIRE(vanilla.status.ok());
+      r.cache.policy = CachePolicyKind::kElastic;
+      r.cache.elastic_gamma = -1.0f;  // never drifts: window, commits and tracked tokens only
+      const FinalEvent never = RunOne(*engine, r);
+      REQUIRE(never.status.ok());
+      CHECK(never.stats.full_steps == 1);
+      CHECK(never.stats.rows_computed < vanilla.stats.rows_computed);
+      CHECK(never.stats.decision_seconds > 0);
+      // gamma 1: any change of a tracked token's attention recomputes the deep layers.
+      r.cache.elastic_gamma = 1.0f;
+      const FinalEvent always = RunOne(*engine, r);
+      REQUIRE(always.status.ok());
+      CHECK(always.stats.full_steps == 1);
+      if (always.stats.steps > 2) {
+        CHECK(always.stats.rows_computed > never.stats.rows_computed);
+      }
     }
   }
 }

@@ -88,11 +88,13 @@ class FakeExecutor final : public StepExecutor {
       : budget_bytes_(budget_bytes), fn_(std::move(fn)) {}
 
   struct Kv final : KvHandle {
-    Kv(FakeExecutor* o, int positions) : owner(o), cached(positions, 0) {}
-    ~Kv() override { owner->used_bytes_ -= cached.size() * kFakeBytesPerPosition; }
+    Kv(FakeExecutor* o, int positions, int64_t bytes)
+        : owner(o), cached(positions, 0), bytes(bytes) {}
+    ~Kv() override { owner->used_bytes_ -= bytes; }
     KvSlab* slab() override { return nullptr; }
     FakeExecutor* owner;
     std::vector<uint64_t> cached;
+    int64_t bytes;
   };
 
   absl::Status Run(const StepBatch& batch, std::span<KvHandle* const> kv,
@@ -126,15 +128,18 @@ class FakeExecutor final : public StepExecutor {
     }
     return absl::OkStatus();
   }
-  int64_t KvBytesFor(int positions) const override { return positions * kFakeBytesPerPosition; }
-  int64_t KvBudgetBytes() const override { return budget_bytes_; }
-  bool KvFits(int positions) const override {
-    return used_bytes_ + KvBytesFor(positions) <= budget_bytes_;
+  // Hidden states (elastic) double a position's bytes.
+  int64_t KvBytesFor(int positions, bool hidden_states) const override {
+    return positions * kFakeBytesPerPosition * (hidden_states ? 2 : 1);
   }
-  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions) override {
-    if (!KvFits(positions)) return absl::ResourceExhaustedError("fake KV budget");
-    used_bytes_ += KvBytesFor(positions);
-    return std::unique_ptr<KvHandle>(new Kv(this, positions));
+  int64_t KvBudgetBytes() const override { return budget_bytes_; }
+  bool KvFits(int positions, bool hidden_states) const override {
+    return used_bytes_ + KvBytesFor(positions, hidden_states) <= budget_bytes_;
+  }
+  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions, bool hidden_states) override {
+    if (!KvFits(positions, hidden_states)) return absl::ResourceExhaustedError("fake KV budget");
+    used_bytes_ += KvBytesFor(positions, hidden_states);
+    return std::unique_ptr<KvHandle>(new Kv(this, positions, KvBytesFor(positions, hidden_states)));
   }
   double KvUsageRatio() const override { return double(used_bytes_) / budget_bytes_; }
   int64_t KvUsedBytes() const override { return used_bytes_; }
