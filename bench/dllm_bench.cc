@@ -7,7 +7,8 @@
 //              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
 //               [--autotune BUDGET[:WINDOW]]]
 //
-// Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32]; any may
+// Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32] |
+// d2cache[:current_k=32,rollout_p=0.1,sigma=10] | elastic[:gamma=0.9]; any may
 // add shadow=RATE, that setting's own shadow sample rate (e.g. the same policy with and
 // without shadows, side by side in one run: what shadow sampling costs).
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
@@ -262,6 +263,14 @@ CacheParams ParsePolicy(const std::string& spec) {
       c.recent_k = ToInt(k, v);
     else if (k == "n")
       c.refresh_interval = ToInt(k, v);
+    else if (k == "current_k")
+      c.d2_current_k = ToInt(k, v);
+    else if (k == "rollout_p")
+      c.d2_rollout_p = static_cast<float>(ToDouble(k, v));
+    else if (k == "sigma")
+      c.d2_sigma = static_cast<float>(ToDouble(k, v));
+    else if (k == "gamma")
+      c.elastic_gamma = static_cast<float>(ToDouble(k, v));
     else if (k == "shadow") {
       const double rate = ToDouble(k, v);
       if (!(rate >= 0 && rate <= 1)) Die("policy option shadow must be in [0, 1]");
@@ -465,6 +474,12 @@ nlohmann::json PolicyParams(const CacheParams& c) {
   } else if (c.policy == CachePolicyKind::kInterval) {
     j["n"] = c.refresh_interval;
     j["k"] = c.recent_k;
+  } else if (c.policy == CachePolicyKind::kD2Cache) {
+    j["current_k"] = c.d2_current_k;
+    j["rollout_p"] = Round(c.d2_rollout_p, 6);
+    j["sigma"] = Round(c.d2_sigma, 6);
+  } else if (c.policy == CachePolicyKind::kElastic) {
+    j["gamma"] = Round(c.elastic_gamma, 6);
   }
   if (c.shadow_sample_rate) j["shadow"] = Round(*c.shadow_sample_rate, 6);
   return j;

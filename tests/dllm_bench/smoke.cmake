@@ -145,3 +145,16 @@ if(out MATCHES "\"policy\":\"entropy\"[^\n]*\"tau_scale\":1(\\.0)?[,}]")
   message(FATAL_ERROR "the autotuner never moved the scale:\n${out}")
 endif()
 message(STATUS "${out}")
+
+# The attention-based policies with their options: one row each beside none, their parameters
+# echoed, and a decision share above zero (the attention maps are charged to it).
+run_bench("d2cache/elastic" --gen-length 8 --threads 1 --decoding window:w=4,threshold=0.01
+          --policy d2cache:current_k=4,rollout_p=0.2,sigma=5 --policy elastic:gamma=1)
+if(NOT out MATCHES "\"params\":{\"current_k\":4,\"rollout_p\":0.2[0-9]*,\"sigma\":5[.0]*}"
+   OR NOT out MATCHES "\"params\":{\"gamma\":1[.0]*}")
+  message(FATAL_ERROR "expected the d2cache and elastic rows with their parameters:\n${out}")
+endif()
+# (JSON keys are sorted: the decision share comes before the policy name.)
+if(NOT out MATCHES "\"decision_overhead_frac\":0\\.[0-9]*[1-9][^\n]*\"policy\":\"elastic\"")
+  message(FATAL_ERROR "the elastic row should charge its attention maps as decision time:\n${out}")
+endif()
