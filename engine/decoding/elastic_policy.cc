@@ -41,7 +41,8 @@ class ElasticPolicy final : public CachePolicy {
     const AttentionMaps* maps = outcome.attention;
     if (outcome.first_layer > 0) {
       recompute_from_ = 0;
-      if (maps != nullptr && !maps->empty()) Remember(*maps, outcome.query_rows, outcome.first_layer);
+      if (maps != nullptr && !maps->empty())
+        Remember(*maps, outcome.query_rows, outcome.first_layer);
       return;
     }
     recompute_from_ = 0;
@@ -125,7 +126,7 @@ class ElasticPolicy final : public CachePolicy {
     const std::map<int32_t, int> row_of = RowOf(query_rows);
     for (auto it = previous_.begin(); it != previous_.end();) {
       it = std::binary_search(tracked_.begin(), tracked_.end(), it->first) ? std::next(it)
-                                                                          : previous_.erase(it);
+                                                                           : previous_.erase(it);
     }
     const size_t width = static_cast<size_t>(maps.positions);
     for (int32_t t : tracked_) {

@@ -40,8 +40,7 @@ std::vector<RowStats> Predicted(std::vector<int32_t> positions) {
   return out;
 }
 
-TEST_CASE("elastic: tracks the most attended non-mask token of each layer",
-          "[decoding][elastic]") {
+TEST_CASE("elastic: tracks the most attended non-mask token of each layer", "[decoding][elastic]") {
   const Canvas canvas;
   auto policy = MakeElasticPolicy(0.9f);
   CHECK(policy->WantsAttentionMaps());
