@@ -3,7 +3,7 @@
 
 Real weights cannot be downloaded on the CI/dev machines, so this is the closest check that an
 unmodified 8B folder loads and runs (bench/llada8b_shaped.sh, dllm-load-bench). The folder
-has what the published one has for the engine (/work/shared/reference/models.md section 2):
+has what the published one has for the engine (docs/models.md section 2):
 
   config.json                         the published LLaDA-8B-Instruct config (same keys and
                                       values as tools/reference/modeling.py make_config)
@@ -73,7 +73,7 @@ BLOCK0_SHARD = {
 
 
 def llada_config(d_model, n_layers, n_heads, mlp_hidden, vocab):
-    """LLaDA-8B-Instruct's config.json (models.md section 2.1) for the given shapes."""
+    """LLaDA-8B-Instruct's config.json (docs/models.md section 2.1) for the given shapes."""
     return {
         "activation_type": "silu",
         "alibi": False,

@@ -55,7 +55,7 @@ class DeviceBuffer {
   DeviceBuffer() = default;
 };
 
-// How RoPE rounds (models.md section 5). kFp32: LLaDA, rotate in fp32. kBf16Rounded: Dream,
+// How RoPE rounds (docs/models.md section 5). kFp32: LLaDA, rotate in fp32. kBf16Rounded: Dream,
 // cos/sin and each product/sum rounded to bf16. A backend that computes all activations in
 // fp32 (the CPU backend) treats kBf16Rounded as kFp32 and documents it.
 enum class RopeMode { kFp32, kBf16Rounded };

@@ -120,7 +120,7 @@ DLLM_HD inline float Silu(float x) { return x / (1.0f + expf(-x)); }
 
 DLLM_HD inline float SwiGluElement(float gate, float up) { return MulRn(Silu(gate), up); }
 
-// bf16 reference rounding (models.md section 5), for backends with bf16 activations:
+// bf16 reference rounding (docs/models.md section 5), for backends with bf16 activations:
 // RMSNorm rounds x * inv_rms to bf16 before the weight multiply and the product again;
 // SwiGLU rounds silu(gate) and the product.
 DLLM_HD inline float RmsNormElementBf16(float x, float inv_rms, float weight) {

@@ -1,5 +1,5 @@
 // Cache policies: per sequence, whether the next step is a full refresh or a partial step,
-// and which query rows a partial step recomputes (entropycache.md §3).
+// and which query rows a partial step recomputes (docs/method.md §3).
 //
 //   none      every step full (vanilla).
 //   entropy   EntropyCache: the first step is full; after step t, E = max entropy of the
@@ -26,7 +26,7 @@
 //
 // Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
 // ascending position; the first k are taken, and the whole newest step is always included
-// (their cached K/V still encode [MASK], entropycache.md §8.4), so k = 0 refreshes exactly
+// (their cached K/V still encode [MASK], docs/method.md §8.4), so k = 0 refreshes exactly
 // the previous step's commits.
 //
 // Query rows are prediction positions; for a shifted-logit model (Dream) the planner adds

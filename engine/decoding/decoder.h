@@ -4,11 +4,11 @@
 // names its candidate set (the still-masked positions it may commit now):
 //   kBlock    masks of the current block [P + b*B, P + (b+1)*B); blocks left to right.
 //             Quota mode (threshold 0): the block runs steps / nb steps committing the LLaDA
-//             quota (models.md §2.6). Quota-0 steps only ever come last in a block (the
+//             quota (docs/models.md §2.6). Quota-0 steps only ever come last in a block (the
 //             quota is non-increasing), after its last mask is gone; they change nothing in
 //             the reference and are skipped here. Threshold mode (Fast-dLLM): the
 //             block runs until it has no masks; `steps` is unused.
-//   kTimestep all masks; Dream's count schedule (models.md §3.6) or, for kOrigin, a Bernoulli
+//   kTimestep all masks; Dream's count schedule (docs/models.md §3.6) or, for kOrigin, a Bernoulli
 //             draw per mask with probability 1 - s/t.
 //   kWindow   the W leftmost masks. Threshold mode commits like Fast-dLLM inside the window;
 //             with threshold 0 it commits ceil(remaining / steps_left) of the best (at least 1,

@@ -1,8 +1,8 @@
 // Integer step schedules of the reference samplers: how many tokens each step commits.
 //
-// LLaDA (models.md §2.6): a block of n masks decoded in `steps_per_block` steps commits
+// LLaDA (docs/models.md §2.6): a block of n masks decoded in `steps_per_block` steps commits
 // quota[i] = n / spb + (i < n % spb) tokens at step i.
-// Dream (models.md §3.6): timesteps = torch.linspace(1, eps, steps + 1) in float32; step i
+// Dream (docs/models.md §3.6): timesteps = torch.linspace(1, eps, steps + 1) in float32; step i
 // commits int(n_mask * (1 - s / t)) with t = ts[i], s = ts[i + 1] (all float32, truncation
 // toward zero), and everything that is left on the last step.
 #ifndef DLLM_ENGINE_DECODING_SCHEDULES_H_

@@ -1,6 +1,6 @@
 """Independent PyTorch reference of the two diffusion-LM architectures served by dllm-serve.
 
-Written from /work/shared/reference/models.md (sections 2.1-2.3 LLaDA, 3.1-3.3 Dream), not
+Written from docs/models.md (sections 2.1-2.3 LLaDA, 3.1-3.3 Dream), not
 from the C++ engine, so that it can serve as a check on it.
 
 Both families are a pre-norm Llama-style transformer with:
@@ -18,7 +18,7 @@ at position i. Dream's sampler uses row i-1 for token i; callers apply that shif
 
 The module computes in the dtype of its parameters (fp32, or fp64 for the goldens; norm
 statistics, RoPE and softmax use fp32 when the parameters are 16-bit). The bf16
-rounding points of the production PyTorch code (models.md section 5) are not emulated.
+rounding points of the production PyTorch code (docs/models.md section 5) are not emulated.
 
 Everything here is inference only; no training code.
 """

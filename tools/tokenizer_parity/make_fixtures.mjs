@@ -1,7 +1,7 @@
 // Regenerates tests/data/tokenizer/ for the C++ tokenizer parity test:
 //   qwen2_5/      tokenizer.json + tokenizer_config.json of Qwen2.5 (the BPE Dream uses)
 //   dream_format/ the same BPE as vocab.json + merges.txt + tokenizer_config.json +
-//                 added_tokens.json with Dream-v0's 24 added tokens (models.md §3.4)
+//                 added_tokens.json with Dream-v0's 24 added tokens (docs/models.md §3.4)
 //   llama3/       tokenizer.json + tokenizer_config.json of Llama-3 (Split regex + ignore_merges)
 //   corpus.json   the seeded corpus (corpus.mjs)
 //   ids_<name>.json reference ids from HF tokenizers.js, add_special_tokens = false

@@ -25,7 +25,7 @@ import regex
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from byte_level import bytes_to_unicode  # noqa: E402
 
-# models.md §2.5 (BAILINGMOE / LLaDA, possessive quantifiers) and §3.5 (Qwen2 / Dream).
+# docs/models.md §2.5 (BAILINGMOE / LLaDA, possessive quantifiers) and §3.5 (Qwen2 / Dream).
 LLADA_REGEX = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*"
                r"|\s*[\r\n]|\s+(?!\S)|\s+")
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -53,7 +53,7 @@ DREAM_CHAT_TEMPLATE = (
 
 
 def render_chat(family, prompt):
-    """Single user turn rendered by the family's chat template (models.md §2.4 / §3.4)."""
+    """Single user turn rendered by the family's chat template (docs/models.md §2.4 / §3.4)."""
     if family == "llada":
         return ("<|startoftext|><|start_header_id|>user<|end_header_id|>\n\n" + prompt.strip() +
                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")

@@ -3,7 +3,7 @@
 //
 // Formats: weights are stored as bf16 (f32/f16 checkpoints are rounded to nearest even at
 // upload), activation_bytes_per_element() = kv_bytes_per_element() = 2 (bf16). Rounding
-// follows models.md section 5 where the backend interface allows it: RMSNorm and SwiGLU use
+// follows docs/models.md section 5 where the backend interface allows it: RMSNorm and SwiGLU use
 // kernel_math's *Bf16 helpers, RopeMode::kBf16Rounded rounds cos/sin and each product and sum,
 // kFp32 rotates in fp32 and rounds once; GEMMs accumulate in fp32 and round once per output
 // (a fused bias or residual is added before that rounding, unlike PyTorch's separate add).

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Writes data/schedule_expectations.json: LLaDA block quotas and Dream per-step commit counts
-computed with PyTorch exactly as the reference samplers do (models.md §2.6, §3.6).
+computed with PyTorch exactly as the reference samplers do (docs/models.md §2.6, §3.6).
 
 Run with Debian's torch: /usr/bin/python3 tests/engine/decoding/gen_schedule_expectations.py
 
 Dream: two timestep variants are recorded per case.
-  counts_spec:  the linspace formula of models.md §3.6 evaluated with float32 torch tensor ops
+  counts_spec:  the linspace formula of docs/models.md §3.6 evaluated with float32 torch tensor ops
                 (step = (end-start)/(n-1); start + step*i for i < n/2 else end - step*(n-1-i)),
                 which is what the CUDA kernel computes (the engine's arithmetic).
   counts_torch_cpu: torch.linspace on this CPU. Its vectorised kernel (arange within SIMD

@@ -69,7 +69,7 @@ TEST_CASE("Dream counts commit everything and start at zero for steps == G",
   int total = 0;
   for (int k : counts) total += k;
   CHECK(total == 512);
-  CHECK(counts.front() == 0);  // int(512 * 0.00195...) = 0, models.md §3.6
+  CHECK(counts.front() == 0);  // int(512 * 0.00195...) = 0, docs/models.md §3.6
 }
 
 TEST_CASE("LinspaceF32 endpoints", "[decoding][schedules]") {

@@ -9,7 +9,7 @@ Samplers (temperature 0, full forward every step, no cache), as in the reference
   llada_block  LLaDA generate.py: block_length B, steps S, low_confidence; confidence =
                softmax(logits)[argmax] at row p; top-quota per block step, ties lowest position.
   dream_<alg>  Dream _sample: shifted logits (row p-1 predicts p); timesteps = the linspace
-               formula of models.md 3.6 in float32; k = int(nm * (1 - s/t)); conf per alg
+               formula of docs/models.md §3.6 in float32; k = int(nm * (1 - s/t)); conf per alg
                (maskgit_plus: max prob; entropy: sum p log p; topk_margin: p1 - p2).
 `mask_committed` says whether the sampler ever picked the mask id itself (random weights can
 propose it); the reference then re-masks the position, the engine treats it as decided, so

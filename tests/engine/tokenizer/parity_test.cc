@@ -127,7 +127,7 @@ TEST_CASE("Tokenizer parity: Qwen2.5 tokenizer.json", "[tokenizer][parity]") {
 
 TEST_CASE("Tokenizer parity: Dream vocab.json + merges.txt", "[tokenizer][parity]") {
   const auto tokenizer = LoadTimed("dream_format");
-  // models.md §3.4: 151643 BPE tokens + 24 added tokens; <|mask|> = 151666.
+  // docs/models.md §3.4: 151643 BPE tokens + 24 added tokens; <|mask|> = 151666.
   CHECK(tokenizer->size() == 151667);
   CHECK(tokenizer->TokenToId("<|mask|>") == 151666);
   CHECK(tokenizer->TokenToId("<|im_end|>") == 151645);
