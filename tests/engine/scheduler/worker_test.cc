@@ -610,3 +610,23 @@ TEST_CASE("step events are off unless asked for", "[scheduler][events]") {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("Attention-based policies are refused where the executor has no attention maps",
+          "[worker]") {
+  Harness h;  // the fake executor computes no attention maps
+  for (CachePolicyKind kind : {CachePolicyKind::kD2Cache, CachePolicyKind::kElastic}) {
+    CacheParams c;
+    c.policy = kind;
+    auto got = h.engine->Submit(Request(DecodingParams{}, c), std::make_shared<CollectSink>());
+    REQUIRE_FALSE(got.ok());
+    CHECK(got.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(got.status().message().find(std::string("cache.policy ") + Name(kind)) !=
+          std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace dllm
