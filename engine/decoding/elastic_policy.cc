@@ -39,17 +39,16 @@ class ElasticPolicy final : public CachePolicy {
 
   void ObserveForward(const ForwardOutcome& outcome) override {
     const AttentionMaps* maps = outcome.attention;
-    if (outcome.first_layer > 0) {
-      recompute_from_ = 0;
-      if (maps != nullptr && !maps->empty())
-        Remember(*maps, outcome.query_rows, outcome.first_layer);
-      return;
-    }
     recompute_from_ = 0;
     if (maps == nullptr || maps->empty()) return;  // an executor without maps: a plain cache
-    recompute_from_ = DriftLayer(*maps, outcome.query_rows);
-    Track(*maps, outcome.query_rows, outcome.predicted);
-    Remember(*maps, outcome.query_rows, 0);
+    const std::map<int32_t, int> row_of = RowOf(outcome.query_rows);
+    if (outcome.first_layer > 0) {
+      Remember(*maps, row_of, outcome.first_layer);
+      return;
+    }
+    recompute_from_ = DriftLayer(*maps, row_of);
+    Track(*maps, row_of, outcome.predicted);
+    Remember(*maps, row_of, 0);
   }
 
   int RecomputeFromLayer() const override { return recompute_from_; }
@@ -70,8 +69,7 @@ class ElasticPolicy final : public CachePolicy {
 
   // 1 + the first layer whose mean similarity is below gamma, or 0 (none, or the last layer:
   // nothing deeper to recompute).
-  int DriftLayer(const AttentionMaps& maps, std::span<const int32_t> query_rows) const {
-    const std::map<int32_t, int> row_of = RowOf(query_rows);
+  int DriftLayer(const AttentionMaps& maps, const std::map<int32_t, int>& row_of) const {
     for (int l = 0; l < maps.layers; ++l) {
       double sum = 0;
       int count = 0;
@@ -91,9 +89,8 @@ class ElasticPolicy final : public CachePolicy {
 
   // The tracked tokens of the next step: per layer, the non-mask key with the most attention
   // from the window's (predicted positions') rows; ties to the lower position.
-  void Track(const AttentionMaps& maps, std::span<const int32_t> query_rows,
+  void Track(const AttentionMaps& maps, const std::map<int32_t, int>& row_of,
              std::span<const RowStats> predicted) {
-    const std::map<int32_t, int> row_of = RowOf(query_rows);
     std::vector<int> window;
     for (const RowStats& r : predicted) {
       auto it = row_of.find(r.position);
@@ -122,8 +119,7 @@ class ElasticPolicy final : public CachePolicy {
 
   // Keeps the rows of layers [from, layers) of every tracked token the maps cover; forgets
   // tokens no longer tracked.
-  void Remember(const AttentionMaps& maps, std::span<const int32_t> query_rows, int from) {
-    const std::map<int32_t, int> row_of = RowOf(query_rows);
+  void Remember(const AttentionMaps& maps, const std::map<int32_t, int>& row_of, int from) {
     for (auto it = previous_.begin(); it != previous_.end();) {
       it = std::binary_search(tracked_.begin(), tracked_.end(), it->first) ? std::next(it)
                                                                            : previous_.erase(it);

@@ -101,16 +101,8 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
 std::optional<SequenceStep> Sequence::ObserveForward(const SequenceStep& planned,
                                                      std::span<const RowStats> rows) {
   if (!policy_->WantsAttentionMaps()) return std::nullopt;
-  const auto start = std::chrono::steady_clock::now();
-  ForwardOutcome outcome;
-  outcome.query_rows = plan_query_rows_;
-  outcome.predicted = rows;
-  outcome.attention = &attention_maps_;
-  policy_->ObserveForward(outcome);
+  ShowForward(rows, 0);
   const int first_layer = policy_->RecomputeFromLayer();
-  // The attention maps were computed for the policy alone: their time is decision time.
-  forward_decision_seconds_ += SecondsSince(start) + attention_maps_.seconds;
-  attention_maps_.seconds = 0;
   if (first_layer <= 0) return std::nullopt;
   SequenceStep again = planned;
   again.query_positions.resize(planned.tokens.size());
@@ -128,13 +120,18 @@ std::optional<SequenceStep> Sequence::ObserveForward(const SequenceStep& planned
 }
 
 void Sequence::ObserveRecompute(const SequenceStep& recompute, std::span<const RowStats> rows) {
+  ShowForward(rows, recompute.first_layer);
+}
+
+void Sequence::ShowForward(std::span<const RowStats> rows, int first_layer) {
   const auto start = std::chrono::steady_clock::now();
   ForwardOutcome outcome;
   outcome.query_rows = plan_query_rows_;
   outcome.predicted = rows;
   outcome.attention = &attention_maps_;
-  outcome.first_layer = recompute.first_layer;
+  outcome.first_layer = first_layer;
   policy_->ObserveForward(outcome);
+  // The attention maps were computed for the policy alone: their time is decision time.
   forward_decision_seconds_ += SecondsSince(start) + attention_maps_.seconds;
   attention_maps_.seconds = 0;
 }

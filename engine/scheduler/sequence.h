@@ -97,6 +97,8 @@ class Sequence {
   void Finish(absl::Status status, FinishReason reason, EngineObserver* observer);
 
  private:
+  // The policy's ObserveForward of a pass (first_layer 0: the step's own), timed as decision.
+  void ShowForward(std::span<const RowStats> rows, int first_layer);
   void EmitText(CommitEvent* event);
   void EmitStep(int step, std::span<const RowStats> rows,
                 std::span<const CommittedToken> committed);
