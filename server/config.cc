@@ -491,7 +491,14 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("metrics.address", "must not be empty when metrics.port is set");
   }
   if (auto st = CheckRange("http.port", c.http.port, 0, 65535); !st.ok()) return st;
-  if (auto st = CheckRange("http.threads", c.http.threads, 1, 4096); !st.ok()) return st;
+  if (auto st = CheckRange("http.threads", c.http.threads, 1, 256); !st.ok()) return st;
+  if (auto st = CheckRange("http.max_connections", c.http.max_connections, 1, 1000000); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("http.read_timeout_seconds", c.http.read_timeout_seconds, 1, 3600);
+      !st.ok()) {
+    return st;
+  }
   if (c.http.port != 0 && c.http.address.empty()) {
     return Invalid("http.address", "must not be empty when http.port is set");
   }
@@ -614,6 +621,8 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.Read("address", &c.http.address);
     r.Read("port", &c.http.port);
     r.Read("threads", &c.http.threads);
+    r.Read("max_connections", &c.http.max_connections);
+    r.Read("read_timeout_seconds", &c.http.read_timeout_seconds);
     r.Read("model_name", &c.http.model_name);
     r.CheckUnknownKeys();
   }

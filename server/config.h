@@ -115,7 +115,10 @@ struct MetricsSection {
 struct HttpSection {
   std::string address = "0.0.0.0";  // listen host
   int port = 0;                     // 0 = no HTTP listener
-  int threads = 128;                // connection threads; each open stream holds one while it runs
+  int threads = 4;                  // event-loop threads; connections are not tied to threads
+  int max_connections = 4096;       // open connections; more are closed at once
+  int read_timeout_seconds = 30;    // a request's header and body, from its first byte; and the
+                                    // time one reply write may take (a client that stops reading)
   std::string model_name;  // id in /v1/models and responses; empty = engine.model's folder name
 };
 

@@ -1,24 +1,21 @@
 // HttpGeneration: the engine's EventSink for one HTTP generation call. The engine worker
-// appends events; the connection thread takes them (Take, WaitForEvents) and writes them.
-// An eventfd wakes the connection thread, which also watches the client's socket, so a
-// disconnect is seen at once.
+// appends events and calls the wake function (SetWake); the HTTP connection then takes them
+// (Take) and writes them.
 //
 // What is kept for a slow reader: every committed text delta and every step event's
 // committed tokens (never dropped), but only the newest step's provisional proposals (a step
 // still waiting when a newer one arrives loses them), as the gRPC stream keeps only the newest
 // canvas snapshot.
 //
-// Thread-safety: the On* methods run on the engine worker, the rest on the connection
-// thread; the state they share is guarded by a mutex.
+// Thread-safety: the On* methods run on the engine worker, the rest on the connection's
+// strand; the state they share is guarded by a mutex. The wake function is called under
+// that mutex, so once SetWake(nullptr) returns it is never called again.
 #ifndef DLLM_SERVER_HTTP_GENERATION_H_
 #define DLLM_SERVER_HTTP_GENERATION_H_
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,11 +38,7 @@ class HttpGeneration final : public EventSink {
       : service_(service),
         method_(std::move(method)),
         request_id_(std::move(request_id)),
-        start_(start),
-        wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  ~HttpGeneration() override {
-    if (wake_fd_ >= 0) close(wake_fd_);
-  }
+        start_(start) {}
 
   void OnCommit(const CommitEvent& event) override {
     if (event.text_delta.empty()) return;
@@ -127,34 +120,24 @@ class HttpGeneration final : public EventSink {
     return out;
   }
 
-  // Blocks until an event arrives (true) or the client's socket `fd` closes (false).
-  // fd < 0: no socket to watch; wakes up every 50 ms to let the caller check otherwise.
-  bool WaitForEvents(int fd) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!items_.empty() || final_) return true;
-    }
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLRDHUP, 0}};
-    const int n = poll(fds, fd >= 0 ? 2 : 1, fd >= 0 ? -1 : 50);
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      uint64_t value = 0;
-      (void)!read(wake_fd_, &value, sizeof(value));
-    }
-    if (fd >= 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return false;
-    return true;
+  // `wake` is called (from the engine worker, never blocking) after each event, and once at
+  // once if events are waiting. Null: no more calls.
+  void SetWake(std::function<void()> wake) {
+    absl::MutexLock lock(&mu_);
+    wake_ = std::move(wake);
+    if (wake_ && (!items_.empty() || final_)) wake_();
   }
 
  private:
   void Wake() {
-    const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    absl::MutexLock lock(&mu_);
+    if (wake_) wake_();
   }
 
   DiffusionService* const service_;
   const std::string method_;
   const std::string request_id_;
   const absl::Time start_;
-  const int wake_fd_;
   EngineRequestLink link_;
   std::atomic<bool> stopped_by_sequence_{false};
 
@@ -162,6 +145,7 @@ class HttpGeneration final : public EventSink {
   std::deque<Item> items_ ABSL_GUARDED_BY(mu_);
   std::optional<v1::GenerateResponse> final_ ABSL_GUARDED_BY(mu_);
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dllm

@@ -1,26 +1,13 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <httplib.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-#include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "google/protobuf/util/json_util.h"
@@ -40,60 +27,172 @@ namespace {
 constexpr char kJson[] = "application/json";
 using nlohmann::json;
 
-// ------------------------------------------------------------ the client's socket
-//
-// Debian's cpp-httplib (0.11) tells a handler neither its socket nor whether the peer went
-// away (DataSink::is_writable only asks select() whether a write would block). To cancel
-// within one engine step we need to notice a closed connection while nothing is written,
-// so the handler finds its own connection's socket once, by its address pair, among the
-// process's descriptors. The connection thread owns the socket until the handler returns.
-
-std::optional<std::pair<std::string, int>> NumericAddress(const sockaddr_storage& a,
-                                                          socklen_t len) {
-  char host[NI_MAXHOST];
-  char serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof(host), serv,
-                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return std::nullopt;
-  }
-  int port = 0;
-  if (!absl::SimpleAtoi(serv, &port)) return std::nullopt;
-  return std::make_pair(std::string(host), port);
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = kJson;
+  r.body = std::move(body);
+  return r;
 }
 
-int FindConnectionSocket(const httplib::Request& req) {
-  if (req.ssl != nullptr) return SSL_get_fd(req.ssl);
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  while (dirent* entry = readdir(dir)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
-    sockaddr_storage local = {};
-    socklen_t local_len = sizeof(local);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
-    const auto local_addr = NumericAddress(local, local_len);
-    if (!local_addr || local_addr->second != req.local_port) continue;
-    sockaddr_storage peer = {};
-    socklen_t peer_len = sizeof(peer);
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    const auto peer_addr = NumericAddress(peer, peer_len);
-    if (peer_addr && peer_addr->second == req.remote_port && peer_addr->first == req.remote_addr) {
-      found = fd;
-      break;
-    }
-  }
-  closedir(dir);
-  return found;
+HttpResponse ErrorResponse(const absl::Status& status) {
+  HttpResponse r = JsonResponse(ToHttpError(status).status, HttpErrorBody(status));
+  // 429 is overload only (a full queue): worth retrying soon. Requests that can never fit
+  // are 400s, which SDKs do not retry.
+  if (r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
-// ------------------------------------------------------------ handlers
+// Passes committed deltas through the request's stop strings; ends the engine request as
+// soon as one is found. Returns the text to emit.
+std::string ApplyStops(HttpGeneration& call, StopSequences& stops, const std::string& delta) {
+  if (stops.empty()) return delta;
+  std::string out = stops.Append(delta);
+  if (stops.stopped()) call.StopBySequence();
+  return out;
+}
 
-class Handlers {
+// With stop strings the answer is what passed them; finish_reason "stop" when one matched.
+void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
+                       v1::GenerateResponse* final) {
+  if (stops.empty()) return;
+  final->set_text(emitted + stops.Finish());
+  if (stops.stopped()) final->set_finish_reason(v1::FINISH_REASON_EOS);
+}
+
+// ------------------------------------------------------------ generation replies
+
+// A non-streamed completion: one JSON response once the engine's final event arrived.
+class UnaryCompletion final : public HttpResponseSource {
  public:
-  Handlers(const ServerConfig& config, DiffusionService* service, Logger* logger)
-      : service_(service), logger_(logger), model_name_(config.http.model_name) {
+  UnaryCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
+                  std::string response_id, int64_t created)
+      : call_(std::move(call)),
+        request_(std::move(request)),
+        response_id_(std::move(response_id)),
+        created_(created),
+        stops_(request_.stop) {}
+
+  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+
+  HttpOutput Poll() override {
+    HttpGeneration::Taken taken = call_->Take();
+    for (const HttpGeneration::Item& item : taken.items) {
+      if (!item.step) text_ += ApplyStops(*call_, stops_, item.delta);
+    }
+    if (!taken.final) return {};
+    call_->SetWake(nullptr);
+    HttpOutput out;
+    out.end = true;
+    if (!taken.status.ok()) {
+      out.head = ErrorResponse(taken.status);
+      return out;
+    }
+    ApplyStopsToFinal(stops_, text_, &*taken.final);
+    out.head = JsonResponse(
+        200, DumpJson(CompletionResponseJson(request_, response_id_, created_, *taken.final)));
+    return out;
+  }
+
+  void Abandon() override {
+    call_->SetWake(nullptr);
+    call_->link().Cancel();  // the engine ends it within one step
+  }
+
+ private:
+  const std::shared_ptr<HttpGeneration> call_;
+  const OpenAiRequest request_;
+  const std::string response_id_;
+  const int64_t created_;
+  StopSequences stops_;
+  std::string text_;
+};
+
+// A streamed completion (SSE): the role chunk, one event per non-empty committed delta (and
+// per step with stream_options.include_steps), the final chunk, then [DONE].
+class StreamedCompletion final : public HttpResponseSource {
+ public:
+  // `tokenizer` (the engine's) renders step events' tokens; it outlives every request.
+  StreamedCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
+                     std::string response_id, int64_t created, const Tokenizer* tokenizer)
+      : call_(std::move(call)),
+        request_(std::move(request)),
+        response_id_(std::move(response_id)),
+        created_(created),
+        tokenizer_(tokenizer),
+        stops_(request_.stop) {}
+
+  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+
+  HttpOutput Poll() override {
+    HttpOutput out;
+    if (first_) {
+      first_ = false;
+      HttpResponse head;
+      head.content_type = "text/event-stream";
+      head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+      head.streamed = true;
+      out.head = std::move(head);
+      AddEvent(&out, DumpJson(DeltaChunkJson(request_, response_id_, created_, "", true)));
+    }
+    HttpGeneration::Taken taken = call_->Take();
+    for (const HttpGeneration::Item& item : taken.items) {
+      if (item.step) {
+        if (request_.include_steps) {
+          AddEvent(&out, DumpJson(StepEventJson(*item.step, *tokenizer_, response_id_,
+                                                !item.provisional_dropped)));
+        }
+        continue;
+      }
+      AddDelta(&out, ApplyStops(*call_, stops_, item.delta));
+    }
+    if (taken.final) {
+      call_->SetWake(nullptr);
+      if (taken.status.ok() && !stops_.empty()) {
+        const std::string rest = stops_.Finish();
+        AddDelta(&out, rest);
+        ApplyStopsToFinal(stops_, emitted_, &*taken.final);
+      }
+      AddEvent(&out, taken.status.ok()
+                         ? DumpJson(FinalChunkJson(request_, response_id_, created_, *taken.final))
+                         : HttpErrorBody(taken.status));
+      AddEvent(&out, "[DONE]");
+      out.end = true;
+    }
+    return out;
+  }
+
+  void Abandon() override {
+    call_->SetWake(nullptr);
+    call_->link().Cancel();
+  }
+
+ private:
+  static void AddEvent(HttpOutput* out, const std::string& payload) {
+    absl::StrAppend(&out->data, "data: ", payload, "\n\n");
+  }
+  void AddDelta(HttpOutput* out, const std::string& text) {
+    if (text.empty()) return;
+    if (!stops_.empty()) emitted_ += text;  // only kept when there are stop strings
+    AddEvent(out, DumpJson(DeltaChunkJson(request_, response_id_, created_, text, false)));
+  }
+
+  const std::shared_ptr<HttpGeneration> call_;
+  const OpenAiRequest request_;
+  const std::string response_id_;
+  const int64_t created_;
+  const Tokenizer* const tokenizer_;
+  StopSequences stops_;
+  std::string emitted_;
+  bool first_ = true;
+};
+
+// ------------------------------------------------------------ routes
+
+class Routes final : public HttpRoutes {
+ public:
+  Routes(const ServerConfig& config, DiffusionService* service)
+      : service_(service), model_name_(config.http.model_name) {
     if (model_name_.empty()) {
       model_name_ = std::filesystem::path(config.engine.model).lexically_normal().filename();
       if (model_name_.empty()) {
@@ -104,160 +203,22 @@ class Handlers {
     }
   }
 
-  void Install(httplib::Server* server) {
-    server->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      const bool serving = service_->Serving();
-      res.status = serving ? 200 : 503;
-      res.set_content(serving ? R"({"status":"serving"})" : R"({"status":"not_serving"})", kJson);
-    });
-    server->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      Engine* engine = nullptr;
-      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
-        return SendError(res, st);
-      }
-      res.set_content(DumpJson(ModelListJson(model_name_, Created())), kJson);
-    });
-    server->Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      Engine* engine = nullptr;
-      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
-        return SendError(res, st);
-      }
-      if (req.matches[1] != model_name_) {
-        return SendError(res, ModelNotFound(req.matches[1].str()));
-      }
-      res.set_content(DumpJson(ModelListJson(model_name_, Created())["data"][0]), kJson);
-    });
-    // Diffusion-specific: GetModelInfo's answer (model, effective defaults, limits) as JSON,
-    // with proto field names; the playground reads its knobs' ranges from it.
-    server->Get("/v1/dllm/model_info", [this](const httplib::Request& req, httplib::Response& res) {
-      v1::GetModelInfoResponse info;
-      if (absl::Status st = service_->DescribeModel(Authorization(req), &info); !st.ok()) {
-        return SendError(res, st);
-      }
-      google::protobuf::util::JsonPrintOptions options;
-      options.always_print_primitive_fields = true;
-      options.preserve_proto_field_names = true;
-      std::string body;
-      if (!google::protobuf::util::MessageToJsonString(info, &body, options).ok()) {
-        return SendError(res, absl::InternalError("model info: cannot render as JSON"));
-      }
-      json out = json::parse(body, nullptr, /*allow_exceptions=*/false);
-      out.erase("model_dir");  // a server path: nothing a browser needs
-      out["model"] = model_name_;
-      res.set_content(DumpJson(out), kJson);
-    });
-    // The playground: static files compiled into the binary, no token needed (they hold no
-    // data; every API call they make carries the token the page asks for).
-    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
-      const std::string path =
-          asset.name == "index.html" ? std::string("/") : "/playground/" + std::string(asset.name);
-      server->Get(path, [asset](const httplib::Request&, httplib::Response& res) {
-        res.set_header("Cache-Control", "no-cache");
-        res.set_header("X-Content-Type-Options", "nosniff");
-        res.set_header("Content-Security-Policy",
-                       "default-src 'self'; img-src 'self' data:; object-src 'none'; "
-                       "base-uri 'none'; frame-ancestors 'none'");
-        res.set_content(std::string(asset.body), std::string(asset.content_type).c_str());
-      });
-    }
-    server->Post("/v1/chat/completions",
-                 [this](const httplib::Request& req, httplib::Response& res) {
-                   Generate(OpenAiEndpoint::kChatCompletions, "ChatCompletions", req, res);
-                 });
-    server->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      Generate(OpenAiEndpoint::kCompletions, "Completions", req, res);
-    });
-    // Before cpp-httplib reads a body: refuse what must never be read. It inflates gzip
-    // bodies and reads chunked ones without a size limit (only Content-Length is checked
-    // against max_receive_message_bytes), and an unauthenticated caller must not make the
-    // server read anything. Also refuse framing that proxies and we might read differently
-    // (RFC 9112 section 6.3): duplicate Content-Length, control characters in header values.
-    server->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return Precheck(req, res) ? httplib::Server::HandlerResponse::Unhandled
-                                : httplib::Server::HandlerResponse::Handled;
-    });
-    // Routing misses and cpp-httplib's own rejections (413 body too large, 400 bad request)
-    // arrive here with an empty body: give them the OpenAI error shape too.
-    server->set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty() || res.get_header_value("Connection") == "close") {
-            return httplib::Server::HandlerResponse::Unhandled;  // answered (RespondAndClose)
-          }
-          std::string message;
-          std::string type = "invalid_request_error";
-          std::string code;
-          switch (res.status) {
-            case 404:
-              message = absl::StrCat("no route for ", req.method, " ", req.path);
-              type = "not_found_error";
-              code = "not_found";
-              break;
-            case 413:
-              message = "request body too large (server.max_receive_message_bytes)";
-              code = "payload_too_large";
-              break;
-            case 405:
-              message = absl::StrCat("method ", req.method, " not allowed on ", req.path);
-              code = "method_not_allowed";
-              break;
-            default:
-              message = absl::StrCat("HTTP ", res.status);
-              if (res.status >= 500) type = "internal_error";
-              break;
-          }
-          res.set_content(HttpErrorBody(message, type, code), kJson);
-          return httplib::Server::HandlerResponse::Handled;
-        }));
-    server->set_exception_handler(
-        [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown exception";
-          try {
-            if (ep) std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          logger_->Error("http_exception", {{"error", what}});
-          SendError(res, absl::InternalError(what));
-        });
-  }
-
- private:
-  // Answers with `body` and closes the connection. cpp-httplib 0.11 has no way to close a
-  // keep-alive connection from a handler, and the unread body of a refused request would be
-  // parsed as the next one: the content provider writes the whole body, then reports a
-  // failure, which makes cpp-httplib drop the connection after the response.
-  static void RespondAndClose(httplib::Response& res, int status, std::string body) {
-    res.status = status;
-    res.set_header("Connection", "close");
-    const size_t size = body.size();
-    res.set_content_provider(
-        size, kJson,
-        [body = std::move(body)](size_t offset, size_t length, httplib::DataSink& sink) {
-          if (offset < body.size()) {
-            sink.write(body.data() + offset, std::min(length, body.size() - offset));
-          }
-          return false;
-        });
-  }
-
-  // False when the request was answered here (its body unread; the connection then closes,
-  // since the unread body would otherwise be taken for the next request).
-  bool Precheck(const httplib::Request& req, httplib::Response& res) {
-    const char* method = req.path == "/v1/chat/completions" ? "ChatCompletions"
-                         : req.path == "/v1/completions"    ? "Completions"
-                                                            : nullptr;
+  // Before any body byte is read: refuse what must never be read. Compressed bodies are not
+  // inflated, chunked ones not accepted, and an unauthenticated caller must not make the
+  // server read anything. Framing that proxies and we might read differently (RFC 9112
+  // section 6.3) never gets here: the parser refuses it.
+  std::optional<HttpResponse> Precheck(const HttpRequestHead& head) override {
+    const char* method = GenerationMethod(head);
     auto refuse = [&](int http_status, std::string_view message, std::string_view code,
                       grpc::StatusCode grpc_code) {
-      if (method != nullptr && req.method == "POST") {
+      if (method != nullptr) {
         service_->RecordCall(method, service_->LogId(v1::GenerateRequest()),
                              grpc::Status(grpc_code, std::string(message)), nullptr, absl::Now(),
                              "http");
       }
-      RespondAndClose(res, http_status, HttpErrorBody(message, "invalid_request_error", code));
-      return false;
+      return JsonResponse(http_status, HttpErrorBody(message, "invalid_request_error", code));
     };
-    for (const auto& [name, value] : req.headers) {
+    for (const auto& [name, value] : head.headers) {
       for (const char c : value) {
         if (c == '\r' || c == '\n' || c == '\0') {
           return refuse(400, absl::StrCat("header ", name, ": control character in its value"),
@@ -265,39 +226,126 @@ class Handlers {
         }
       }
     }
-    if (req.get_header_value_count("Content-Length") > 1) {
+    if (head.HeaderCount("Content-Length") > 1) {
       return refuse(400, "more than one Content-Length header", "bad_header",
                     grpc::StatusCode::INVALID_ARGUMENT);
     }
-    if (req.has_header("Transfer-Encoding")) {
+    if (head.Header("Transfer-Encoding")) {
       return refuse(411,
                     "Transfer-Encoding request bodies (chunked) are not accepted: send "
                     "Content-Length",
                     "length_required", grpc::StatusCode::INVALID_ARGUMENT);
     }
-    if (req.has_header("Content-Encoding") &&
-        !absl::EqualsIgnoreCase(req.get_header_value("Content-Encoding"), "identity")) {
+    if (const auto header = head.Header("Content-Encoding");
+        header && !absl::EqualsIgnoreCase(std::string(*header), "identity")) {
+      const std::string encoding(*header);
       return refuse(415,
-                    absl::StrCat("Content-Encoding '", req.get_header_value("Content-Encoding"),
+                    absl::StrCat("Content-Encoding '", encoding,
                                  "' is not accepted: send the request body uncompressed"),
                     "unsupported_encoding", grpc::StatusCode::INVALID_ARGUMENT);
     }
-    if (method != nullptr && req.method == "POST") {
+    if (method != nullptr) {
       Engine* engine = nullptr;
-      if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+      if (absl::Status st = service_->CheckAvailable(head.Header("Authorization"), &engine);
+          !st.ok()) {
         service_->RecordCall(method, service_->LogId(v1::GenerateRequest()), ToGrpcStatus(st),
                              nullptr, absl::Now(), "http");
-        RespondAndClose(res, ToHttpError(st).status, HttpErrorBody(st));
-        return false;
+        return ErrorResponse(st);
       }
     }
-    return true;
+    return std::nullopt;
   }
 
-  static std::optional<std::string_view> Authorization(const httplib::Request& req) {
-    auto it = req.headers.find("Authorization");
-    if (it == req.headers.end()) return std::nullopt;
-    return std::string_view(it->second);
+  HttpReply Handle(HttpRequest request) override {
+    const HttpRequestHead& head = request.head;
+    const bool get = head.method == "GET" || head.method == "HEAD";
+    const std::string& path = head.path;
+    if (path == "/v1/chat/completions" || path == "/v1/completions") {
+      if (head.method != "POST") return Reply(MethodNotAllowed(head));
+      return Generate(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
+                                                : OpenAiEndpoint::kChatCompletions,
+                      GenerationMethod(head), request);
+    }
+    if (path == "/health") {
+      if (!get) return Reply(MethodNotAllowed(head));
+      const bool serving = service_->Serving();
+      return Reply(JsonResponse(serving ? 200 : 503, serving ? R"({"status":"serving"})"
+                                                             : R"({"status":"not_serving"})"));
+    }
+    if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
+      if (!get) return Reply(MethodNotAllowed(head));
+      Engine* engine = nullptr;
+      if (absl::Status st = service_->CheckAvailable(head.Header("Authorization"), &engine);
+          !st.ok()) {
+        return Reply(ErrorResponse(st));
+      }
+      if (path == "/v1/models") {
+        return Reply(JsonResponse(200, DumpJson(ModelListJson(model_name_, Created()))));
+      }
+      const std::string id = path.substr(std::string_view("/v1/models/").size());
+      if (id != model_name_) return Reply(ErrorResponse(ModelNotFound(id)));
+      return Reply(JsonResponse(200, DumpJson(ModelListJson(model_name_, Created())["data"][0])));
+    }
+    if (path == "/v1/dllm/model_info") {
+      if (!get) return Reply(MethodNotAllowed(head));
+      return Reply(ModelInfo(head));
+    }
+    // The playground: static files compiled into the binary, no token needed (they hold no
+    // data; every API call they make carries the token the page asks for).
+    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+      const bool match = asset.name == "index.html"
+                             ? path == "/"
+                             : path == absl::StrCat("/playground/", std::string(asset.name));
+      if (!match) continue;
+      if (!get) return Reply(MethodNotAllowed(head));
+      HttpResponse r;
+      r.content_type = std::string(asset.content_type);
+      r.body = std::string(asset.body);
+      r.headers = {{"Cache-Control", "no-cache"},
+                   {"X-Content-Type-Options", "nosniff"},
+                   {"Content-Security-Policy",
+                    "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                    "base-uri 'none'; frame-ancestors 'none'"}};
+      return Reply(std::move(r));
+    }
+    return Reply(
+        JsonResponse(404, HttpErrorBody(absl::StrCat("no route for ", head.method, " ", path),
+                                        "not_found_error", "not_found")));
+  }
+
+  HttpResponse Refusal(const HttpRequestHead* head, int status, std::string_view message,
+                       std::string_view code) override {
+    std::string text(message);
+    if (status == 413) absl::StrAppend(&text, " (server.max_receive_message_bytes)");
+    // A refused generation call is a finished call like any other (gRPC counts a message
+    // over its size limit as RESOURCE_EXHAUSTED).
+    if (const char* method = head != nullptr ? GenerationMethod(*head) : nullptr) {
+      service_->RecordCall(method, service_->LogId(v1::GenerateRequest()),
+                           grpc::Status(status == 413   ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                        : status >= 500 ? grpc::StatusCode::INTERNAL
+                                                        : grpc::StatusCode::INVALID_ARGUMENT,
+                                        text),
+                           nullptr, absl::Now(), "http");
+    }
+    const std::string_view type = status >= 500 ? "internal_error" : "invalid_request_error";
+    return JsonResponse(status, HttpErrorBody(text, type, code));
+  }
+
+ private:
+  static HttpReply Reply(HttpResponse response) { return HttpReply{std::move(response), nullptr}; }
+
+  // The gRPC method name a generation call is counted under, or null for other requests.
+  static const char* GenerationMethod(const HttpRequestHead& head) {
+    if (head.method != "POST") return nullptr;
+    return head.path == "/v1/chat/completions" ? "ChatCompletions"
+           : head.path == "/v1/completions"    ? "Completions"
+                                               : nullptr;
+  }
+
+  static HttpResponse MethodNotAllowed(const HttpRequestHead& head) {
+    return JsonResponse(
+        405, HttpErrorBody(absl::StrCat("method ", head.method, " not allowed on ", head.path),
+                           "invalid_request_error", "method_not_allowed"));
   }
 
   static int64_t Created() { return absl::ToUnixSeconds(absl::Now()); }
@@ -306,31 +354,43 @@ class Handlers {
     return absl::NotFoundError(absl::StrCat("model: '", model, "' is not served here"));
   }
 
-  static void SendError(httplib::Response& res, const absl::Status& status) {
-    res.status = ToHttpError(status).status;
-    // 429 is overload only (a full queue): worth retrying soon. Requests that can never fit
-    // are 400s, which SDKs do not retry.
-    if (res.status == 429) res.set_header("Retry-After", "1");
-    res.set_content(HttpErrorBody(status), kJson);
+  // Diffusion-specific: GetModelInfo's answer (model, effective defaults, limits) as JSON,
+  // with proto field names; the playground reads its knobs' ranges from it.
+  HttpResponse ModelInfo(const HttpRequestHead& head) {
+    v1::GetModelInfoResponse info;
+    if (absl::Status st = service_->DescribeModel(head.Header("Authorization"), &info); !st.ok()) {
+      return ErrorResponse(st);
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    std::string body;
+    if (!google::protobuf::util::MessageToJsonString(info, &body, options).ok()) {
+      return ErrorResponse(absl::InternalError("model info: cannot render as JSON"));
+    }
+    json out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    out.erase("model_dir");  // a server path: nothing a browser needs
+    out["model"] = model_name_;
+    return JsonResponse(200, DumpJson(out));
   }
 
-  void Generate(OpenAiEndpoint endpoint, const char* method, const httplib::Request& req,
-                httplib::Response& res) {
+  HttpReply Generate(OpenAiEndpoint endpoint, const char* method, const HttpRequest& req) {
     const absl::Time start = absl::Now();
     const std::string log_id = service_->LogId(v1::GenerateRequest());
+    const std::optional<std::string_view> authorization = req.head.Header("Authorization");
     auto reject = [&](const absl::Status& status) {
       service_->RecordCall(method, log_id, ToGrpcStatus(status), nullptr, start, "http");
-      SendError(res, status);
+      return Reply(ErrorResponse(status));
     };
     Engine* engine = nullptr;
-    if (absl::Status st = service_->CheckAvailable(Authorization(req), &engine); !st.ok()) {
+    if (absl::Status st = service_->CheckAvailable(authorization, &engine); !st.ok()) {
       return reject(st);
     }
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
     if (!parsed.ok()) return reject(parsed.status());
     if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
     absl::StatusOr<DiffusionService::Admitted> admitted =
-        service_->Admit(Authorization(req), absl::InfiniteFuture(), parsed->request, log_id);
+        service_->Admit(authorization, absl::InfiniteFuture(), parsed->request, log_id);
     if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
     admitted->request.step_events = parsed->include_steps;
 
@@ -339,137 +399,21 @@ class Handlers {
     if (!id.ok()) return reject(RenameFieldInError(id.status(), *parsed));
     call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
 
-    const std::string response_id =
+    std::string response_id =
         absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", log_id);
-    const int64_t created = Created();
-    const int fd = FindConnectionSocket(req);
+    HttpReply reply;
     if (parsed->stream) {
-      Stream(std::move(call), *std::move(parsed), response_id, created, fd, &engine->tokenizer(),
-             res);
+      reply.source = std::make_shared<StreamedCompletion>(std::move(call), *std::move(parsed),
+                                                          std::move(response_id), Created(),
+                                                          &admitted->engine->tokenizer());
     } else {
-      Unary(*call, *parsed, response_id, created, fd, res);
+      reply.source = std::make_shared<UnaryCompletion>(std::move(call), *std::move(parsed),
+                                                       std::move(response_id), Created());
     }
-  }
-
-  // Passes committed deltas through the request's stop strings; ends the engine request as
-  // soon as one is found. Returns the text to emit.
-  static std::string ApplyStops(HttpGeneration& call, StopSequences& stops,
-                                const std::string& delta) {
-    if (stops.empty()) return delta;
-    std::string out = stops.Append(delta);
-    if (stops.stopped()) call.StopBySequence();
-    return out;
-  }
-
-  // With stop strings the answer is what passed them; finish_reason "stop" when one matched.
-  static void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
-                                v1::GenerateResponse* final) {
-    if (stops.empty()) return;
-    final->set_text(emitted + stops.Finish());
-    if (stops.stopped()) final->set_finish_reason(v1::FINISH_REASON_EOS);
-  }
-
-  // Waits for the final event, cancelling the engine request if the client goes away.
-  static void Unary(HttpGeneration& call, const OpenAiRequest& request,
-                    const std::string& response_id, int64_t created, int fd,
-                    httplib::Response& res) {
-    StopSequences stops(request.stop);
-    std::string text;
-    bool cancelled = false;
-    for (;;) {
-      const bool alive = call.WaitForEvents(cancelled ? -1 : fd);
-      if (!alive && !cancelled) {
-        call.link().Cancel();  // the engine ends it within one step; wait for that
-        cancelled = true;
-      }
-      HttpGeneration::Taken taken = call.Take();
-      for (const HttpGeneration::Item& item : taken.items) {
-        if (!item.step) text += ApplyStops(call, stops, item.delta);
-      }
-      if (!taken.final) continue;
-      if (!taken.status.ok()) return SendError(res, taken.status);
-      ApplyStopsToFinal(stops, text, &*taken.final);
-      res.set_content(DumpJson(CompletionResponseJson(request, response_id, created, *taken.final)),
-                      kJson);
-      return;
-    }
-  }
-
-  // `tokenizer` (the engine's) renders step events' tokens; it outlives every request.
-  static void Stream(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
-                     std::string response_id, int64_t created, int fd, const Tokenizer* tokenizer,
-                     httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    struct State {
-      explicit State(std::vector<std::string> stop) : stops(std::move(stop)) {}
-      bool first = true;  // the role chunk is still to send
-      StopSequences stops;
-      std::string emitted;  // only kept when there are stop strings
-    };
-    auto state = std::make_shared<State>(request.stop);
-    auto send = [](httplib::DataSink& sink, const std::string& payload) {
-      const std::string event = absl::StrCat("data: ", payload, "\n\n");
-      return sink.write(event.data(), event.size());
-    };
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [call, request = std::move(request), response_id = std::move(response_id), created, fd,
-         state, send, tokenizer](size_t, httplib::DataSink& sink) {
-          auto send_delta = [&](const std::string& text) {
-            return send(sink, DumpJson(DeltaChunkJson(request, response_id, created, text,
-                                                      /*first=*/false)));
-          };
-          if (state->first) {
-            state->first = false;
-            if (!send(sink, DumpJson(DeltaChunkJson(request, response_id, created, "", true)))) {
-              return false;
-            }
-          }
-          for (;;) {
-            HttpGeneration::Taken taken = call->Take();
-            bool wrote = false;
-            for (const HttpGeneration::Item& item : taken.items) {
-              if (item.step) {
-                if (!request.include_steps) continue;
-                if (!send(sink, DumpJson(StepEventJson(*item.step, *tokenizer, response_id,
-                                                       !item.provisional_dropped)))) {
-                  return false;
-                }
-                wrote = true;
-                continue;
-              }
-              const std::string text = ApplyStops(*call, state->stops, item.delta);
-              if (text.empty()) continue;
-              if (!state->stops.empty()) state->emitted += text;
-              if (!send_delta(text)) return false;  // the releaser cancels the engine request
-              wrote = true;
-            }
-            if (taken.final) {
-              if (taken.status.ok() && !state->stops.empty()) {
-                const std::string rest = state->stops.Finish();
-                if (!rest.empty() && !send_delta(rest)) return false;
-                ApplyStopsToFinal(state->stops, state->emitted + rest, &*taken.final);
-              }
-              const std::string last =
-                  taken.status.ok()
-                      ? DumpJson(FinalChunkJson(request, response_id, created, *taken.final))
-                      : HttpErrorBody(taken.status);
-              if (!send(sink, last) || !send(sink, "[DONE]")) return false;
-              sink.done();
-              return true;
-            }
-            if (wrote) return true;                      // let cpp-httplib flush and call again
-            if (!call->WaitForEvents(fd)) return false;  // client gone
-          }
-        },
-        [call](bool success) {
-          if (!success) call->link().Cancel();
-        });
+    return reply;
   }
 
   DiffusionService* const service_;
-  Logger* const logger_;
   std::string model_name_;
 };
 
@@ -478,7 +422,7 @@ class Handlers {
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig& config,
                                                               DiffusionService* service,
                                                               Logger* logger) {
-  std::unique_ptr<HttpServer> out(new HttpServer());
+  HttpListenerOptions options;
   if (config.tls.enabled()) {
     for (const auto& [key, path] :
          {std::pair<const char*, const std::string*>{"tls.cert", &config.tls.cert},
@@ -488,65 +432,46 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
         return absl::NotFoundError(absl::StrCat(key, ": cannot read '", *path, "'"));
       }
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        config.tls.cert.c_str(), config.tls.key.c_str(),
-        config.tls.client_ca.empty() ? nullptr : config.tls.client_ca.c_str());
-    if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(
-          "tls: the HTTP listener cannot use tls.cert/tls.key/tls.client_ca");
-    }
-    out->server_ = std::move(ssl);
-  } else {
-    out->server_ = std::make_unique<httplib::Server>();
+    options.tls_cert = config.tls.cert;
+    options.tls_key = config.tls.key;
+    options.tls_client_ca = config.tls.client_ca;
   }
-  httplib::Server& server = *out->server_;
-  const size_t threads = static_cast<size_t>(config.http.threads);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.set_payload_max_length(static_cast<size_t>(config.server.max_receive_message_bytes));
-  // Idle keep-alive connections hold a thread and delay Stop by up to the timeout; a timeout
-  // shorter than a client's idle timeout makes it reuse sockets the server just closed
-  // (connection resets). cpp-httplib's default (5 s, advertised in Keep-Alive) is the
-  // compromise; allow many requests per connection.
-  server.set_keep_alive_timeout(5);
-  server.set_keep_alive_max_count(1000);
-  server.set_tcp_nodelay(true);  // SSE events go out as they are written
-  auto handlers = std::make_shared<Handlers>(config, service, logger);
-  handlers->Install(&server);  // the routes capture `handlers`; out keeps them alive
-  out->handlers_ = handlers;
-
-  const int port =
-      server.bind_to_port(config.http.address, config.http.port) ? config.http.port : -1;
-  if (port <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for HTTP on ", config.http.address, ":", config.http.port));
-  }
-  out->port_ = port;
-  HttpServer* self = out.get();
-  out->thread_ = std::thread([&server, self] {
-    server.listen_after_bind();  // returns once every connection thread has finished
-    self->listen_returned_.Notify();
-  });
-  // stop() only acts on a running server: make sure Stop can never miss it.
-  while (!server.is_running()) absl::SleepFor(absl::Milliseconds(1));
+  options.address = config.http.address;
+  options.port = config.http.port;
+  options.threads = config.http.threads;
+  options.max_connections = config.http.max_connections;
+  options.max_body_bytes = static_cast<size_t>(config.server.max_receive_message_bytes);
+  options.read_timeout = absl::Seconds(config.http.read_timeout_seconds);
+  options.write_timeout = absl::Seconds(config.http.read_timeout_seconds);
+  // Idle keep-alive connections cost little now, but a timeout shorter than a client's own
+  // idle timeout makes it reuse sockets the server just closed (connection resets): 5 s,
+  // advertised in Keep-Alive, is what clients expect.
+  options.idle_timeout = absl::Seconds(5);
+  options.max_requests_per_connection = 1000;
+  std::unique_ptr<HttpServer> out(new HttpServer());
+  options.log = [logger, limiter = out->accept_log_limiter_.get()](std::string_view event,
+                                                                   std::string_view detail) {
+    int64_t suppressed = 0;
+    if (!limiter->Admit(absl::Now(), &suppressed)) return;
+    logger->Warning(std::string(event),
+                    {{"detail", std::string(detail)}, {"suppressed", suppressed}});
+  };
+  out->routes_ = std::make_unique<Routes>(config, service);
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener =
+      HttpListener::Start(std::move(options), out->routes_.get());
+  if (!listener.ok()) return listener.status();
+  out->listener_ = *std::move(listener);
   return out;
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::HttpServer() : accept_log_limiter_(std::make_unique<LogRateLimiter>(1)) {}
 
-void HttpServer::Stop() { Stop(absl::InfiniteDuration()); }
-
-bool HttpServer::Stop(absl::Duration timeout) {
-  if (server_ != nullptr) server_->stop();
-  if (!thread_.joinable()) return true;
-  if (!listen_returned_.WaitForNotificationWithTimeout(timeout)) {
-    // Connection threads still run against server_ and handlers_: never free them.
-    thread_.detach();
-    (void)server_.release();
-    new std::shared_ptr<void>(std::move(handlers_));
-    return false;
-  }
-  thread_.join();
-  return true;
+HttpServer::~HttpServer() {
+  if (listener_ != nullptr) listener_->Stop(absl::ZeroDuration());
 }
+
+int HttpServer::port() const { return listener_->port(); }
+
+bool HttpServer::Stop(absl::Duration timeout) { return listener_->Stop(timeout); }
 
 }  // namespace dllm

@@ -18,38 +18,35 @@
 // Stop strings (http_stop_sequences.h) cut the committed text before the first match and
 // cancel the engine request at once; such a request ends OK with finish_reason "stop".
 //
-// A client that disconnects cancels its engine request: the handler thread waits on both
-// the request's events and the connection's socket (POLLRDHUP), so the cancel reaches the
-// engine before its next step.
+// A client that disconnects cancels its engine request (the listener notices a reset or a
+// failed write at once); one that only half-closes after its request still gets the reply.
 //
 // TLS: when the config's tls: section is set, the listener speaks HTTPS with the same
 // certificate, key and (for mTLS) client CA as gRPC; never plaintext.
 //
-// Threading: cpp-httplib runs each connection on one of http.threads pool threads; a
-// generation call holds its thread until it ends. Start/Stop are called from main only.
+// Transport: server/http_listener.h (event-driven; connections are not tied to threads). Its
+// limits come from the config: http.threads event-loop threads, http.max_connections open
+// connections, http.read_timeout_seconds for a request to arrive (and each reply write to
+// progress), server.max_receive_message_bytes per body, a 5 s keep-alive idle timeout.
+// Start/Stop are called from main only.
 #ifndef DLLM_SERVER_HTTP_SERVER_H_
 #define DLLM_SERVER_HTTP_SERVER_H_
 
 #include <memory>
-#include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/http_listener.h"
+#include "server/log_rate_limiter.h"
 #include "server/logger.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace dllm {
 
 class HttpServer {
  public:
-  // Binds http.address:http.port and starts serving on a background thread. `service` and
+  // Binds http.address:http.port and starts serving on background threads. `service` and
   // `logger` must outlive the server. UNAVAILABLE when the port cannot be bound,
   // INVALID_ARGUMENT/NOT_FOUND for unusable TLS files.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const ServerConfig& config,
@@ -57,24 +54,18 @@ class HttpServer {
                                                            Logger* logger);
   ~HttpServer();
 
-  int port() const { return port_; }
-  // Closes the listener and waits for every connection thread to finish. Call after the
-  // engine drained (every accepted request then has its final event, so handlers end).
-  void Stop();
-  // The same, waiting at most `timeout`: a client that trickles a request's bytes keeps its
-  // connection thread reading for as long as it likes, and shutdown must not wait for it.
-  // False on timeout; the server's threads are then left running (and its memory
-  // deliberately leaked), so the caller must exit the process soon.
+  int port() const;
+  // Stops accepting, closes idle connections and those still sending a request, and waits
+  // up to `timeout` for the replies under way (call after the engine drained: every accepted
+  // request then has its final event). False when connections had to be cut at the timeout.
   bool Stop(absl::Duration timeout);
 
  private:
-  HttpServer() = default;
+  HttpServer();
 
-  std::shared_ptr<void> handlers_;  // the routes' state; destroyed after server_
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  absl::Notification listen_returned_;
-  int port_ = 0;
+  std::unique_ptr<LogRateLimiter> accept_log_limiter_;
+  std::unique_ptr<HttpRoutes> routes_;      // outlives listener_
+  std::unique_ptr<HttpListener> listener_;  // stopped before routes_ goes
 };
 
 }  // namespace dllm

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <prometheus/exposer.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -164,6 +165,14 @@ int Run(int argc, char** argv) {
     return 1;
   };
   if (absl::Status st = InstallStopSignalHandlers(); !st.ok()) return fail("signals", st);
+  // Every client connection is a descriptor, and the usual soft limit (1024) is far below
+  // http.max_connections: use what the hard limit allows, as nginx and Go servers do.
+  if (rlimit files = {}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      logger.Warning("open_file_limit", {{"detail", std::string("cannot raise RLIMIT_NOFILE")}});
+    }
+  }
 
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
       config.auth, [](const std::string& name) -> std::optional<std::string> {

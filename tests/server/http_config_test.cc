@@ -16,18 +16,25 @@ TEST_CASE("http config: off by default, parsed, range-checked") {
   CHECK(shipped->http.port == builtin.http.port);
   CHECK(shipped->http.address == builtin.http.address);
   CHECK(shipped->http.threads == builtin.http.threads);
+  CHECK(shipped->http.max_connections == builtin.http.max_connections);
+  CHECK(shipped->http.read_timeout_seconds == builtin.http.read_timeout_seconds);
   CHECK(shipped->http.model_name == builtin.http.model_name);
 
   absl::StatusOr<ServerConfig> c = ParseServerConfig(
-      "http: {address: 127.0.0.1, port: 8000, threads: 4, model_name: tiny}", "t.yaml");
+      "http: {address: 127.0.0.1, port: 8000, threads: 4, model_name: tiny, max_connections: 9, "
+      "read_timeout_seconds: 7}",
+      "t.yaml");
   REQUIRE(c.ok());
   CHECK(c->http.address == "127.0.0.1");
   CHECK(c->http.port == 8000);
   CHECK(c->http.threads == 4);
   CHECK(c->http.model_name == "tiny");
+  CHECK(c->http.max_connections == 9);
+  CHECK(c->http.read_timeout_seconds == 7);
 
   for (const char* bad : {"http: {port: 70000}", "http: {threads: 0}", "http: {prot: 1}",
-                          "http: {port: 80, address: ''}"}) {
+                          "http: {port: 80, address: ''}", "http: {max_connections: 0}",
+                          "http: {read_timeout_seconds: 0}", "http: {threads: 257}"}) {
     INFO(bad);
     absl::StatusOr<ServerConfig> e = ParseServerConfig(bad, "t.yaml");
     REQUIRE_FALSE(e.ok());

@@ -53,5 +53,25 @@ TEST_CASE("http generation: a slow reader gets every step's commits, only the ne
   CHECK_FALSE(taken.final.has_value());
 }
 
+// The HTTP connection learns of events through the wake function: at once for events that
+// arrived before it was set, after each event, and never once it was cleared.
+TEST_CASE("http generation: wake is called for waiting and new events, never after clearing") {
+  HttpGeneration call(/*service=*/nullptr, "ChatCompletions", "req-1", absl::Now());
+  CommitEvent delta;
+  delta.text_delta = "ab";
+  call.OnCommit(delta);
+  int wakes = 0;
+  call.SetWake([&wakes] { ++wakes; });
+  CHECK(wakes == 1);  // an event was waiting
+  CHECK(call.Take().items.size() == 1);
+  call.OnCommit(delta);
+  call.OnStep(Step(0, 0, 5));
+  CHECK(wakes == 3);
+  call.SetWake(nullptr);
+  call.OnCommit(delta);
+  CHECK(wakes == 3);
+  CHECK(call.Take().items.size() == 3);
+}
+
 }  // namespace
 }  // namespace dllm
