@@ -5,14 +5,16 @@
 // cannot be downloaded here; bench/make_llada8b_shaped.py writes a LLaDA-8B-Instruct-shaped
 // folder of random bf16 weights and bench/llada8b_shaped.sh drives the whole run.
 //
-// Load = LoadModelConfig + Checkpoint::Open (headers and index, mmap) + MapModelWeights +
-// Transformer::Create (the copy onto the backend: bf16 stays bf16 on the CPU backend), then the
-// checkpoint mapping is released, exactly as LoadModel does. LoadModel itself is not used
-// because it also needs the tokenizer files, which the shaped folder does not have (the real
-// tokenizer.json is not available). Memory is read from /proc/self/status: VmRSS split into
-// RssAnon (the weights' copy, KV, workspace) and RssFile (mapped checkpoint pages still
-// resident), and VmHWM, the peak. Tensor bytes are paged in from disk during Create, so the
-// load time includes reading 16 GB unless the folder is in the page cache.
+// Load = LoadModelConfig + Checkpoint::Open (headers and index) + MapModelWeights +
+// Transformer::Create (each tensor read with pread into one reused staging buffer and copied
+// onto the backend: bf16 stays bf16 on the CPU backend), then the checkpoint is closed,
+// exactly as LoadModel does. LoadModel itself is not used because it also needs the tokenizer
+// files, which the shaped folder does not have (the real tokenizer.json is not available).
+// Memory is read from /proc/self/status: VmRSS split into RssAnon (the weights' copy, the
+// staging buffer, KV, workspace) and RssFile (file-backed pages: the binary and its libraries;
+// checkpoints are no longer mapped), and VmHWM, the peak. Tensor bytes are read from disk
+// during Create, so the load time includes reading 16 GB unless the folder is in the page
+// cache.
 //
 // Steps, like dllm-forward-bench: a full step recomputes and predicts all L positions; a
 // partial step then recomputes the last --partial-rows positions over the whole cached
@@ -150,7 +152,7 @@ int Run(const Options& o) {
   for (const std::string& name : (*checkpoint)->TensorNames()) {
     auto t = (*checkpoint)->Get(name);
     if (!t.ok()) return Fail("checkpoint", t.status());
-    weight_bytes += static_cast<int64_t>(t->bytes.size());
+    weight_bytes += t->SizeBytes();
     ++tensors;
   }
   auto weights = MapModelWeights(**checkpoint, *config);
@@ -161,8 +163,8 @@ int Run(const Options& o) {
   if (!backend.ok()) return Fail("backend", backend.status());
   auto transformer = Transformer::Create(*config, *weights, backend->get());
   if (!transformer.ok()) return Fail("Transformer::Create", transformer.status());
-  const Memory mapped = ReadMemory();
-  // LoadModel drops the mapping here; the weights now live on the backend.
+  const Memory created = ReadMemory();
+  // LoadModel closes the checkpoint here; the weights now live on the backend.
   *weights = ModelWeights();
   checkpoint->reset();
   const double load_s = Seconds(load_start);
@@ -210,13 +212,13 @@ int Run(const Options& o) {
       std::string(ModelFamilyName(c.family)).c_str(), c.hidden_size, c.num_layers, c.num_heads,
       c.head_dim, c.num_kv_heads, c.intermediate_size, c.vocab_size, tensors, Gb(weight_bytes),
       o.backend.c_str(), o.threads);
-  std::printf("load: %.2f s (config + headers + mapping %.3f s; copy onto the backend %.2f s)\n\n",
+  std::printf("load: %.2f s (config + headers %.3f s; read and copy onto the backend %.2f s)\n\n",
               load_s, open_s, load_s - open_s);
   std::printf("%-34s %9s %9s %9s %9s   (GB, /proc/self/status)\n", "memory", "VmRSS", "RssAnon",
               "RssFile", "VmHWM");
   PrintMemory("before load", before);
-  PrintMemory("after Create, checkpoint mapped", mapped);
-  PrintMemory("after load (mapping released)", loaded);
+  PrintMemory("after Create, checkpoint open", created);
+  PrintMemory("after load (checkpoint closed)", loaded);
   PrintMemory("after the steps (+KV, workspace)", stepped);
   std::printf("RSS after load / weight bytes: %.3f\n\n",
               static_cast<double>(loaded.rss) / weight_bytes);

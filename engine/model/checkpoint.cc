@@ -2,10 +2,11 @@
 //
 // All validation happens in Open(): each file's header is parsed and bounds-checked
 // (ParseSafetensorsHeader), and for a sharded checkpoint every weight_map entry is resolved to
-// a tensor of the named shard. After that Get() is a map lookup; tensor bytes are only paged in
-// when a caller reads the returned view.
+// a tensor of the named shard. After that Get() is a map lookup; tensor bytes are only read
+// (pread) when a caller asks the returned view for them.
 #include "engine/model/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/model/mapped_file.h"
+#include "engine/model/checkpoint_file.h"
 #include "engine/model/safetensors_header.h"
 #include "nlohmann/json.hpp"
 
@@ -48,11 +49,20 @@ class SafetensorsCheckpoint final : public Checkpoint {
     return names;
   }
 
-  // Maps `path` and validates its header; the returned header lives as long as this object.
+  // Opens `path` and validates its header, reading only the header's bytes; the returned
+  // header lives as long as this object.
   absl::StatusOr<const SafetensorsHeader*> AddFile(const std::string& path) {
-    auto file = MappedFile::Open(path);
+    auto file = CheckpointFile::Open(path);
     if (!file.ok()) return file.status();
-    auto header = ParseSafetensorsHeader((*file)->bytes(), path);
+    const uint64_t size_bytes = (*file)->size_bytes();
+    std::vector<uint8_t> prefix(std::min<uint64_t>(size_bytes, 8));
+    absl::Status read = (*file)->Read(0, prefix, "safetensors header length");
+    if (!read.ok()) return read;
+    prefix.resize(SafetensorsHeaderPrefixBytes(prefix, size_bytes));
+    read = (*file)->Read(8, std::span<uint8_t>(prefix).subspan(std::min<size_t>(prefix.size(), 8)),
+                         "safetensors header");
+    if (!read.ok()) return read;
+    auto header = ParseSafetensorsHeader(prefix, size_bytes, path);
     if (!header.ok()) return header.status();
     files_.push_back(*std::move(file));
     headers_.push_back(std::make_unique<SafetensorsHeader>(*std::move(header)));
@@ -60,12 +70,14 @@ class SafetensorsCheckpoint final : public Checkpoint {
   }
 
   void AddTensor(const SafetensorsTensorInfo& info) {
-    const MappedFile& file = *files_.back();
     TensorView view;
     view.name = info.name;
     view.dtype = info.dtype;
     view.shape = info.shape;
-    view.bytes = file.bytes().subspan(info.file_begin, info.file_end - info.file_begin);
+    // The header parser checked file_end - file_begin == elements * dtype size and that the
+    // range lies inside the file as it was at Open.
+    view.file = files_.back().get();
+    view.file_offset = info.file_begin;
     tensors_.insert_or_assign(info.name, std::move(view));
   }
 
@@ -73,7 +85,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
 
  private:
   std::string source_;
-  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<CheckpointFile>> files_;
   std::vector<std::unique_ptr<SafetensorsHeader>> headers_;
   std::map<std::string, TensorView, std::less<>> tensors_;
 };

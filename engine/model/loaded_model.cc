@@ -78,7 +78,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const LoadOptions& option
   if (!backend.ok()) return Annotate(backend.status(), where);
   model->backend = std::move(*backend);
 
-  // Weights are converted and copied to the backend here; the mapping is released after.
+  // Weights are read from the checkpoint files and copied to the backend here, one tensor at a
+  // time; the files are closed when `checkpoint` goes out of scope.
   auto transformer = Transformer::Create(model->config, *weights, model->backend.get());
   if (!transformer.ok()) return Annotate(transformer.status(), where);
   model->transformer = std::move(*transformer);

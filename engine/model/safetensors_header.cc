@@ -138,9 +138,26 @@ absl::StatusOr<DType> ParseSafetensorsDType(std::string_view name) {
 }
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_bytes,
+                                                         std::string_view file_name) {
+  return ParseSafetensorsHeader(file_bytes, file_bytes.size(), file_name);
+}
+
+uint64_t SafetensorsHeaderPrefixBytes(std::span<const uint8_t> length_bytes, uint64_t file_size) {
+  if (length_bytes.size() < 8 || file_size < 8) return std::min<uint64_t>(file_size, 8);
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, length_bytes.data(), 8);
+  return 8 + std::min({header_bytes, kMaxSafetensorsHeaderBytes, file_size - 8});
+}
+
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_bytes,
+                                                         uint64_t file_size,
                                                          std::string_view file_name_std) {
   const absl::string_view file_name = Av(file_name_std);
-  const uint64_t file_size = file_bytes.size();
+  if (file_bytes.size() > file_size || file_bytes.size() < std::min<uint64_t>(file_size, 8)) {
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": header prefix of ",
+                                                   file_bytes.size(), " bytes for a ", file_size,
+                                                   "-byte file"));
+  }
   if (file_size < 8) {
     return absl::DataLossError(absl::StrCat(file_name, ": file is ", file_size,
                                             " bytes, too short for a safetensors header"));
@@ -160,6 +177,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t
     return absl::DataLossError(absl::StrCat(file_name, ": safetensors header length ", header_bytes,
                                             " runs past the end of the ", file_size,
                                             "-byte file (truncated?)"));
+  }
+
+  if (file_bytes.size() < 8 + header_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": header prefix of ",
+                                                   file_bytes.size(), " bytes is shorter than the ",
+                                                   8 + header_bytes, " bytes the header declares"));
   }
 
   SafetensorsHeader header;

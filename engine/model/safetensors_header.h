@@ -52,9 +52,23 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
 };
 
-// `file_bytes` is the whole file (a mapping); `file_name` is used only in error messages.
+// `file_bytes` is the whole file; `file_name` is used only in error messages.
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_bytes,
                                                          std::string_view file_name);
+
+// The same checks for a reader that holds only the start of a file of `file_size` bytes:
+// `prefix` is the file's first SafetensorsHeaderPrefixBytes(...) bytes (fewer only if the file
+// is shorter), so a checkpoint reader never holds tensor bytes to parse a header. A prefix
+// too short for the header length it declares is InvalidArgument (a caller error).
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> prefix,
+                                                         uint64_t file_size,
+                                                         std::string_view file_name);
+
+// How many bytes from the start of a file of `file_size` bytes ParseSafetensorsHeader needs,
+// given the file's first 8 bytes (`length_bytes`, fewer if the file is shorter): 8 plus the
+// declared header length, clamped to the file size and to 8 + kMaxSafetensorsHeaderBytes (the
+// parser rejects a larger length without reading it).
+uint64_t SafetensorsHeaderPrefixBytes(std::span<const uint8_t> length_bytes, uint64_t file_size);
 
 // Maps a safetensors dtype string ("BF16", "F16", "F32") to DType. InvalidArgument otherwise.
 absl::StatusOr<DType> ParseSafetensorsDType(std::string_view name);

@@ -56,9 +56,12 @@ class TransformerImpl final : public Transformer {
   Backend* backend() const { return backend_; }
 
  private:
-  // A vector (cols == 0: `rows` elements) or a Gemm matrix [rows, cols] (UploadMatrix).
+  // A vector (cols == 0: `rows` elements) or a Gemm matrix [rows, cols] (UploadMatrix). A
+  // checkpoint tensor is read into `*staging` first (one buffer reused for every tensor, so
+  // the load holds at most the largest tensor besides the backend's copy).
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> UploadTensor(const TensorView& t, int64_t rows,
-                                                             int64_t cols);
+                                                             int64_t cols,
+                                                             std::vector<uint8_t>* staging);
   absl::Status EnsureRows(int rows);
   absl::Status EnsurePredictRows(int rows);
   // One layer in two halves. KeysValues: K/V of the `rows` rows of a_ (the attention-normed
@@ -95,17 +98,18 @@ class TransformerImpl final : public Transformer {
   std::unique_ptr<DeviceBuffer> gather_, hs_, logits_;
 };
 
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> TransformerImpl::UploadTensor(const TensorView& t,
-                                                                            int64_t rows,
-                                                                            int64_t cols) {
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> TransformerImpl::UploadTensor(
+    const TensorView& t, int64_t rows, int64_t cols, std::vector<uint8_t>* staging) {
   const int64_t expected_elements = cols == 0 ? rows : rows * cols;
-  const int64_t elements = static_cast<int64_t>(t.bytes.size()) / DTypeSize(t.dtype);
+  auto bytes = t.ReadBytes(staging);
+  if (!bytes.ok()) return bytes.status();
+  const int64_t elements = static_cast<int64_t>(bytes->size()) / DTypeSize(t.dtype);
   if (elements != expected_elements) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor ", t.name, ": expected ", expected_elements, " elements, found ", elements));
   }
-  auto buffer = cols == 0 ? backend_->UploadWeights(t.dtype, t.bytes, elements)
-                          : backend_->UploadMatrix(t.dtype, t.bytes, rows, cols);
+  auto buffer = cols == 0 ? backend_->UploadWeights(t.dtype, *bytes, elements)
+                          : backend_->UploadMatrix(t.dtype, *bytes, rows, cols);
   if (!buffer.ok()) {
     return absl::Status(buffer.status().code(),
                         absl::StrCat("uploading ", t.name, ": ", buffer.status().message()));
@@ -121,9 +125,10 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
                                                    " layers, config says ", c.num_layers));
   }
   // mat: matrices that Gemm reads as [out, in]; up: vectors (norm weights, biases).
+  std::vector<uint8_t> staging;  // released when the upload ends
   auto mat = [&](const TensorView& t, int64_t rows, int64_t cols,
                  std::unique_ptr<DeviceBuffer>* out) {
-    auto b = UploadTensor(t, rows, cols);
+    auto b = UploadTensor(t, rows, cols, &staging);
     if (!b.ok()) return b.status();
     *out = std::move(*b);
     return absl::OkStatus();
@@ -131,9 +136,7 @@ absl::Status TransformerImpl::Upload(const ModelWeights& weights) {
   auto up = [&](const TensorView& t, int64_t n, std::unique_ptr<DeviceBuffer>* out) {
     return mat(t, n, 0, out);
   };
-  const bool tied = weights.lm_head.bytes.data() == weights.embed.bytes.data() &&
-                    weights.lm_head.dtype == weights.embed.dtype &&
-                    weights.lm_head.bytes.size() == weights.embed.bytes.size();
+  const bool tied = weights.lm_head.SameBytesAs(weights.embed);
   // A tied table is also the LM head's Gemm weight; an untied one is only gathered by row.
   if (tied) {
     DLLM_RETURN_IF_ERROR(mat(weights.embed, c.vocab_size, hidden, &embed_));

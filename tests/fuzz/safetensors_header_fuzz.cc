@@ -1,6 +1,7 @@
 // libFuzzer target: ParseSafetensorsHeader over arbitrary bytes.
 //
-// Besides "no crash, no sanitizer report", every accepted header is checked against the
+// Besides "no crash, no sanitizer report", the prefix-only parse (what the checkpoint reader
+// does) must agree with the whole-file parse, and every accepted header is checked against the
 // parser's contract: ranges inside the data section, byte length == elements * dtype size,
 // non-overlapping (offsets may be unaligned). The bytes of small accepted tensors are converted
 // with TensorView::ToFloat so that ASan sees any out-of-range view.
@@ -24,10 +25,19 @@ void Require(bool condition) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> file(data, size);
   auto header = dllm::ParseSafetensorsHeader(file, "fuzz.safetensors");
+  // The checkpoint reader parses only the prefix SafetensorsHeaderPrefixBytes asks for: it must
+  // reach the same verdict as the whole-file parse.
+  const uint64_t prefix_bytes = dllm::SafetensorsHeaderPrefixBytes(file, size);
+  Require(prefix_bytes <= size);
+  auto from_prefix =
+      dllm::ParseSafetensorsHeader(file.first(prefix_bytes), size, "fuzz.safetensors");
+  Require(from_prefix.ok() == header.ok());
   if (!header.ok()) {
     Require(!header.status().message().empty());
+    Require(from_prefix.status().message() == header.status().message());
     return 0;
   }
+  Require(from_prefix->tensors.size() == header->tensors.size());
   Require(header->data_offset == 8 + header->header_bytes);
   Require(header->data_offset + header->data_bytes == size);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -45,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!view.bytes.empty()) {
       ranges.emplace_back(info.file_begin, info.file_end);
     }
-    if (elements <= 4096) view.ToFloat(&values);
+    if (elements <= 4096) Require(view.ToFloat(&values).ok());
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) Require(ranges[i].first >= ranges[i - 1].second);

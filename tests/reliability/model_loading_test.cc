@@ -1,7 +1,8 @@
-// Reliability: hostile or unusual model folders (issue 15, defects 1, 7, 8, 11). Each case
-// edits a copy of a shipped tiny model and checks that loading fails cleanly with a message
-// naming the cause, or (unaligned safetensors) that the model loads and answers exactly
-// like the original.
+// Reliability: hostile or unusual model folders (issue 15, defects 1, 7, 8, 11; issue 34,
+// item 9). Each case edits a copy of a shipped tiny model and checks that loading (or the
+// warm-up generation) fails cleanly with a message naming the cause, or (unaligned
+// safetensors) that the model loads and answers exactly like the original.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "engine/engine.h"
+#include "server/warmup.h"
 #include "tests/engine/scheduler/collect_sink.h"
 
 namespace dllm {
@@ -180,6 +182,60 @@ TEST_CASE("reliability: NaN or Inf weights are reported as non-finite logits (IN
     CHECK(final.reason == FinishReason::kError);
     CHECK(absl::IsInternal(final.status));  // was INVALID_ARGUMENT "token id -1 ..."
     CHECK_THAT(Message(final.status), Catch::Contains("non-finite logits"));
+  }
+}
+
+// Overwrites the data section of a safetensors file with zeros, keeping its header: what a
+// checkpoint rewritten in place (e.g. a copy still being written, or a preallocated file)
+// looks like. Shapes and sizes stay valid, so only the model's output can tell.
+void ZeroWeights(const fs::path& file) {
+  std::string bytes = ReadFile(file);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  std::fill(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len), bytes.end(), '\0');
+  WriteFile(file, bytes);
+}
+
+const char* const kShippedModels[] = {"llada-tiny", "dream-tiny", "llada-long", "dream-long"};
+
+TEST_CASE("reliability: warm-up refuses a model whose weights are all zero", "[reliability]") {
+  // Issue 34, item 9: a checkpoint overwritten with zeros during load went unnoticed, warm-up
+  // passed and the server answered token 0 (NUL bytes) to every request.
+  for (const char* name : kShippedModels) {
+    DYNAMIC_SECTION(name) {
+      ModelCopy model(name);
+      ZeroWeights(model.dir() / "model.safetensors");
+      auto engine = Load(model.dir());
+      REQUIRE(engine.ok());  // shapes and sizes are intact: loading cannot tell
+      const absl::Status warmup = RunWarmup(**engine, absl::Seconds(120));
+      INFO(Message(warmup));
+      CHECK(absl::IsDataLoss(warmup));
+      CHECK_THAT(Message(warmup),
+                 Catch::Contains("the model's output is degenerate: every predicted "
+                                 "distribution is uniform"));
+      CHECK_THAT(Message(warmup), Catch::Contains("all zero"));
+    }
+  }
+}
+
+TEST_CASE("reliability: warm-up accepts every shipped model and reference fixture",
+          "[reliability]") {
+  // The degenerate-output check must not refuse a real model: the trained models in models/
+  // and the random-weight fixtures the e2e tests serve.
+  std::vector<fs::path> dirs;
+  for (const char* name : kShippedModels)
+    dirs.push_back(fs::path(DLLM_SOURCE_DIR) / "models" / name);
+  for (const char* name : {"llada_mha", "llada_gqa_f32", "dream_gqa", "dream_f16"}) {
+    dirs.push_back(fs::path(DLLM_TEST_DATA_DIR) / "reference" / name);
+  }
+  for (const fs::path& dir : dirs) {
+    DYNAMIC_SECTION(dir.filename().string()) {
+      auto engine = Load(dir);
+      REQUIRE(engine.ok());
+      const absl::Status warmup = RunWarmup(**engine, absl::Seconds(120));
+      INFO(Message(warmup));
+      CHECK(warmup.ok());
+    }
   }
 }
 

@@ -16,6 +16,9 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
                                 ends with a definite status; server metrics == client counts
   drain_under_load              SIGTERM under load: in-flight requests finish, the rest are
                                 refused with UNAVAILABLE, every OK the client saw is logged OK
+  zeroed_model_startup_failed   a model whose weights were overwritten with zeros (issue 34,
+                                item 9): warm-up refuses it, exit 1 with a startup_failed line
+                                (stage warmup), never SERVING
   deadline_storm_counts_match   48 clients with 50 ms deadlines against queue 64 + batch 8:
                                 server counts == client counts, and RESOURCE_EXHAUSTED stays
                                 a small share: under 25% (0.05-1.5% measured on 2 busy cores;
@@ -165,6 +168,23 @@ class ReliabilityTest(unittest.TestCase):
             resident = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         self.assertAlmostEqual(float(rss.group(1)), resident, delta=0.2 * resident)
         self.assertRegex(text, r'(?m)^process_cpu_seconds_total [0-9.e+-]+$')
+
+    def test_zeroed_model_startup_failed(self):
+        path = os.path.join(self.model, "model.safetensors")
+        with open(path, "r+b") as f:
+            header_len = int.from_bytes(f.read(8), "little")
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(8 + header_len)
+            f.write(bytes(size - 8 - header_len))
+        s = self.start(wait=False)
+        self.assertEqual(wait_exit(s), 1, s.log())
+        failed = s.records("startup_failed")
+        self.assertEqual(len(failed), 1, s.log())
+        self.assertEqual(failed[0]["stage"], "warmup")
+        self.assertIn("the model's output is degenerate", failed[0]["error"])
+        self.assertEqual(s.records("serving"), [])
+        self.assertEqual(len(s.records("model_loaded")), 1, s.log())
 
     def test_config_port_range(self):
         s = self.start(overrides={"server": {"address": "127.0.0.1:99999"}}, wait=False)

@@ -1,7 +1,14 @@
 #include "engine/model/loaded_model.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
+
+#include "engine/backend/backend_factory.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/transformer.h"
+#include "tests/engine/model/safetensors_fixture.h"
 
 namespace dllm {
 namespace {
@@ -72,6 +79,34 @@ TEST_CASE("loaded_model: errors name the problem") {
   options.kv_budget_bytes = 1 << 20;
   options.model_dir = "";
   CHECK(LoadModel(options).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("loaded_model: a checkpoint truncated during load is an error naming the file") {
+  // Issue 34, item 9: LoadModel's steps one by one, with model.safetensors cut in half after
+  // the checkpoint was opened and validated and before the weights are copied to the backend
+  // (the window in which an operator's `cp` over the file hits a loading server). The mmap
+  // reader killed the process with SIGBUS in Transformer::Create; now Create fails cleanly.
+  const std::filesystem::path dir = testing::MakeTempDir("loaded_model_truncated");
+  std::filesystem::copy(FixtureDir("llada_mha"), dir, std::filesystem::copy_options::recursive);
+  auto config = LoadModelConfig(dir.string());
+  REQUIRE(config.ok());
+  auto checkpoint = Checkpoint::Open(dir.string());
+  REQUIRE(checkpoint.ok());
+  auto weights = MapModelWeights(**checkpoint, *config);
+  REQUIRE(weights.ok());
+  const std::filesystem::path file = dir / "model.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+
+  auto backend = CreateBackend("cpu", 1);
+  REQUIRE(backend.ok());
+  auto transformer = Transformer::Create(*config, *weights, backend->get());
+  REQUIRE(absl::IsDataLoss(transformer.status()));
+  const std::string message(transformer.status().message());
+  INFO(message);
+  CHECK(message.find(file.string()) != std::string::npos);
+  CHECK(message.find("tensor '") != std::string::npos);
+  CHECK(message.find("bytes when opened") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
