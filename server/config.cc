@@ -363,6 +363,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       !st.ok()) {
     return st;
   }
+  if (auto st = CheckRange("server.lame_duck_seconds", s.lame_duck_seconds, 0, 600); !st.ok()) {
+    return st;
+  }
   if (auto st = CheckRange("server.drain_timeout_seconds", s.drain_timeout_seconds, 0, 3600);
       !st.ok()) {
     return st;
@@ -525,6 +528,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
     r.Read("max_receive_message_bytes", &c.server.max_receive_message_bytes);
     r.Read("max_send_message_bytes", &c.server.max_send_message_bytes);
     r.Read("drain_timeout_seconds", &c.server.drain_timeout_seconds);
+    r.Read("lame_duck_seconds", &c.server.lame_duck_seconds);
     r.Read("warmup", &c.server.warmup);
     r.CheckUnknownKeys();
   }

@@ -27,7 +27,10 @@ struct ServerSection {
   int64_t max_receive_message_bytes = int64_t{4} << 20;
   int64_t max_send_message_bytes = int64_t{16} << 20;
   double drain_timeout_seconds = 30;  // SIGTERM: time in-flight requests get to finish
-  bool warmup = true;                 // run one tiny generation before reporting SERVING
+  // SIGTERM: first this long reporting NOT_SERVING (health, /health) while still serving
+  // every call, so that balancers move away; then stop accepting and drain. SIGINT skips it.
+  double lame_duck_seconds = 0;
+  bool warmup = true;  // run one tiny generation before reporting SERVING
 };
 
 struct TlsSection {

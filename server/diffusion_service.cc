@@ -379,6 +379,11 @@ absl::Status DiffusionService::AttachEngine(Engine* engine) {
   return absl::OkStatus();
 }
 
+void DiffusionService::SetLameDuck() {
+  absl::MutexLock lock(&mu_);
+  lame_duck_ = true;
+}
+
 void DiffusionService::SetDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
@@ -409,7 +414,7 @@ absl::Status DiffusionService::CheckAvailable(grpc::CallbackServerContext* conte
 
 bool DiffusionService::Serving() const {
   absl::MutexLock lock(&mu_);
-  return engine_ != nullptr && !draining_;
+  return engine_ != nullptr && !draining_ && !lame_duck_;
 }
 
 RequestDefaults DiffusionService::Defaults() const {

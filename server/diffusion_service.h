@@ -66,6 +66,9 @@ class DiffusionService final : public DiffusionServiceBase {
   // attached) when those defaults violate the configured limits, since every request that
   // leaves the field unset would then fail.
   absl::Status AttachEngine(Engine* engine);
+  // Lame duck: Serving() turns false (health checks report NOT_SERVING) while calls are
+  // still accepted as before, until SetDraining.
+  void SetLameDuck();
   // From now on new calls fail with UNAVAILABLE; requests the engine cancels because the
   // drain timed out end with UNAVAILABLE too (so clients know to retry elsewhere).
   void SetDraining();
@@ -127,7 +130,7 @@ class DiffusionService final : public DiffusionServiceBase {
   // the model, the effective defaults and the limits. Fails like CheckAvailable.
   absl::Status DescribeModel(std::optional<std::string_view> authorization,
                              v1::GetModelInfoResponse* out) const;
-  // True when generation calls are accepted (engine attached, not draining).
+  // What health checks report: engine attached, neither lame duck nor draining.
   bool Serving() const;
   // The effective request defaults (valid once AttachEngine succeeded).
   RequestDefaults Defaults() const;
@@ -149,6 +152,7 @@ class DiffusionService final : public DiffusionServiceBase {
   Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   RequestDefaults defaults_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool lame_duck_ ABSL_GUARDED_BY(mu_) = false;
   int open_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
@@ -10,12 +12,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -146,6 +146,7 @@ class HttpListener::Impl {
 
   absl::Status Open();
   void Launch();
+  void StopAccepting();
   bool Stop(absl::Duration timeout);
 
   int port() const { return port_; }
@@ -163,6 +164,7 @@ class HttpListener::Impl {
  private:
   void Accept();
   void OnAccept(const error_code& ec, tcp::socket socket);
+  void Adopt(tcp::socket socket);
   std::vector<std::shared_ptr<ConnectionBase>> Live() {
     std::vector<std::shared_ptr<ConnectionBase>> out;
     absl::MutexLock lock(&mu_);
@@ -173,13 +175,13 @@ class HttpListener::Impl {
   }
   bool AwaitNoConnections(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(
-                                    +[](std::unordered_map<const ConnectionBase*,
-                                                           std::weak_ptr<ConnectionBase>>* c) {
-                                      return c->empty();
-                                    },
-                                    &connections_),
-                                timeout);
+    return mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>* c) {
+              return c->empty();
+            },
+            &connections_),
+        timeout);
   }
 
   const HttpListenerOptions options_;
@@ -206,6 +208,8 @@ namespace {
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // Bytes a client may send ahead (pipelining) while its reply is under way.
 constexpr size_t kMaxAheadBytes = 64 * 1024;
+// How long an idle connection stays open once the listener stops (see StopServing).
+constexpr absl::Duration kStopGrace = absl::Milliseconds(200);
 // How often a connection whose client half-closed is checked for a reset.
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 
@@ -283,7 +287,10 @@ class Connection final : public ConnectionBase {
   void StopServing() override {
     stopping_ = true;
     keep_alive_ = false;
-    if (phase_ != Phase::kAnswering && phase_ != Phase::kClosing) Close();
+    // An idle connection may carry a request already on its way (a balancer that connected
+    // a moment ago): it gets a short grace, then closes. A request being read is still
+    // served (with Connection: close), within its read deadline and Stop's timeout.
+    if (phase_ == Phase::kIdle) Arm(kStopGrace);
   }
 
   void Cut() override { Close(); }
@@ -355,9 +362,8 @@ class Connection final : public ConnectionBase {
   // bytes sent ahead, or the client's close (half or whole), or a reset.
   void ReadAhead() {
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096), [self = Self()](error_code ec, size_t n) {
-      self->OnReadAhead(ec, n);
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = Self()](error_code ec, size_t n) { self->OnReadAhead(ec, n); });
   }
 
   void OnReadAhead(error_code ec, size_t n) {
@@ -461,16 +467,19 @@ class Connection final : public ConnectionBase {
     if (parser_ && !parser_->get().target().empty()) head = MakeHead();
     if (ec == http::error::header_limit) {
       return RespondAndClose(listener_->routes()->Refusal(
-          head ? &*head : nullptr, 431, absl::StrCat("request header larger than ", options_.max_header_bytes, " bytes"),
+          head ? &*head : nullptr, 431,
+          absl::StrCat("request header larger than ", options_.max_header_bytes, " bytes"),
           "header_too_large"));
     }
     if (ec == http::error::body_limit) {
       return RespondAndClose(listener_->routes()->Refusal(
-          head ? &*head : nullptr, 413, absl::StrCat("request body larger than ", options_.max_body_bytes, " bytes"),
+          head ? &*head : nullptr, 413,
+          absl::StrCat("request body larger than ", options_.max_body_bytes, " bytes"),
           "payload_too_large"));
     }
     RespondAndClose(listener_->routes()->Refusal(
-        head ? &*head : nullptr, 400, why ? *why : absl::StrCat("malformed request: ", ec.message()), "bad_request"));
+        head ? &*head : nullptr, 400,
+        why ? *why : absl::StrCat("malformed request: ", ec.message()), "bad_request"));
   }
 
   static bool IsParseError(error_code ec) {
@@ -516,8 +525,8 @@ class Connection final : public ConnectionBase {
     }
     Disarm();
     ++requests_;
-    keep_alive_ = parser_->keep_alive() && !stopping_ &&
-                  requests_ < options_.max_requests_per_connection;
+    keep_alive_ =
+        parser_->keep_alive() && !stopping_ && requests_ < options_.max_requests_per_connection;
     HttpRequest request{MakeHead(), std::move(parser_->get().body())};
     parser_.reset();
     HttpReply reply;
@@ -715,6 +724,7 @@ void HttpListener::Impl::Accept() {
 }
 
 void HttpListener::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
+  if (!ec) Adopt(std::move(socket));  // also when the acceptor closed meanwhile
   if (!acceptor_.is_open()) return;
   if (ec) {
     // Out of descriptors, most likely: a busy loop would not help. Try again shortly.
@@ -725,10 +735,16 @@ void HttpListener::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
     });
     return;
   }
+  Accept();
+}
+
+void HttpListener::Impl::Adopt(tcp::socket socket) {
   std::shared_ptr<ConnectionBase> connection;
+  bool stopping = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_ && connections_.size() < static_cast<size_t>(options_.max_connections)) {
+    stopping = stopping_;
+    if (connections_.size() < static_cast<size_t>(options_.max_connections)) {
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // SSE events go out as written
       if (tls_) {
@@ -740,26 +756,39 @@ void HttpListener::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
       connections_.emplace(connection.get(), connection);
     }
   }
-  if (connection != nullptr) {
-    asio::post(connection->executor(), [connection] { connection->Run(); });
-  }
-  // Else: over max_connections (or stopping): `socket` closes as it goes out of scope.
-  Accept();
+  // Over max_connections: `socket` closes as it goes out of scope.
+  if (connection == nullptr) return;
+  asio::post(connection->executor(), [connection, stopping] {
+    connection->Run();
+    if (stopping) connection->StopServing();
+  });
 }
 
-bool HttpListener::Impl::Stop(absl::Duration timeout) {
+void HttpListener::Impl::StopAccepting() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return true;
+    if (stopping_) return;
     stopping_ = true;
   }
-  if (threads_.empty()) return true;
   asio::post(acceptor_.get_executor(), [this] {
-    error_code ignored;
-    acceptor_.close(ignored);
+    // Connections already in the kernel's backlog have sent (or are sending) a request:
+    // serve them rather than let the close reset them.
+    error_code ec;
+    acceptor_.non_blocking(true, ec);
+    while (!ec) {
+      tcp::socket socket(asio::make_strand(ioc_));
+      acceptor_.accept(socket, ec);
+      if (!ec) Adopt(std::move(socket));
+    }
+    acceptor_.close(ec);
     backoff_.cancel();
   });
   for (const auto& c : Live()) asio::post(c->executor(), [c] { c->StopServing(); });
+}
+
+bool HttpListener::Impl::Stop(absl::Duration timeout) {
+  if (threads_.empty()) return true;
+  StopAccepting();
   const bool clean = AwaitNoConnections(timeout);
   if (!clean) {
     for (const auto& c : Live()) asio::post(c->executor(), [c] { c->Cut(); });
@@ -788,6 +817,8 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
 int HttpListener::port() const { return impl_->port(); }
 
 size_t HttpListener::open_connections() const { return impl_->open_connections(); }
+
+void HttpListener::StopAccepting() { impl_->StopAccepting(); }
 
 bool HttpListener::Stop(absl::Duration timeout) { return impl_->Stop(timeout); }
 

@@ -152,10 +152,12 @@ class HttpListener {
   int port() const;
   size_t open_connections() const;
 
-  // Stops accepting and closes every connection not answering a request (idle, or still
-  // reading one: such a request was never accepted). Waits up to `timeout` for the replies
-  // under way, which then close their connections, and cuts what remains. True when nothing
-  // had to be cut. Returns with every event-loop thread joined.
+  // Closes the listening socket (new connections are refused). Idle connections close after
+  // a 200 ms grace (for a request already on its way); requests being read or answered are
+  // finished with Connection: close. Does not wait.
+  void StopAccepting();
+  // StopAccepting, then waits up to `timeout` for the replies under way and cuts what
+  // remains. True when nothing had to be cut. Returns with every event-loop thread joined.
   bool Stop(absl::Duration timeout);
 
   class Impl;

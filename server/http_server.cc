@@ -472,6 +472,8 @@ HttpServer::~HttpServer() {
 
 int HttpServer::port() const { return listener_->port(); }
 
+void HttpServer::StopAccepting() { listener_->StopAccepting(); }
+
 bool HttpServer::Stop(absl::Duration timeout) { return listener_->Stop(timeout); }
 
 }  // namespace dllm

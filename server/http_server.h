@@ -55,6 +55,8 @@ class HttpServer {
   ~HttpServer();
 
   int port() const;
+  // New connections are refused from now on; idle ones close (HttpListener::StopAccepting).
+  void StopAccepting();
   // Stops accepting, closes idle connections and those still sending a request, and waits
   // up to `timeout` for the replies under way (call after the engine drained: every accepted
   // request then has its final event). False when connections had to be cut at the timeout.

@@ -34,8 +34,8 @@
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/grpc_listener.h"
 #include "server/http_server.h"
-#include "server/listen_probe.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
@@ -82,6 +82,19 @@ bool StopSignalPending() {
   return poll(&fd, 1, 0) == 1;
 }
 
+// Waits up to `timeout` for another stop signal; true if one came.
+bool WaitForStopSignalFor(absl::Duration timeout) {
+  pollfd fd = {g_signal_pipe[0], POLLIN, 0};
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (wait_ms <= 0) return false;
+    const int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1 << 30)));
+    if (n == 1) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
 // Blocks until SIGTERM or SIGINT arrives (also if it arrived earlier, e.g. during loading).
 int WaitForStopSignal() {
   char byte = 0;
@@ -92,6 +105,7 @@ int WaitForStopSignal() {
 }
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
 constexpr absl::Duration kFinalFlush = absl::Milliseconds(100);
+constexpr absl::Duration kAcceptedConnectionGrace = absl::Milliseconds(200);
 
 // gRPC and protobuf log through their own global hooks; route them into the server's logger
 // so that a JSON log stays JSON (a raw "E1130 chttp2_server.cc ..." or "[libprotobuf ERROR]"
@@ -210,12 +224,15 @@ int Run(int argc, char** argv) {
   DiffusionService service(config, auth->get(), metrics.get(), &logger);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The gRPC port's socket is ours (server/grpc_listener.h): a drain can close it.
+  absl::StatusOr<std::unique_ptr<GrpcListener>> grpc_listener =
+      GrpcListener::Bind(config.server.address);
+  if (!grpc_listener.ok()) return fail("listen", grpc_listener.status());
+  const int selected_port = (*grpc_listener)->port();
   grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(config.server.address, *credentials, &selected_port);
-  // gRPC sets SO_REUSEPORT by default, so a second server on a busy port would bind too and
-  // silently split the traffic; without it the bind fails and start-up stops.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
+      builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.server.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.server.max_send_message_bytes));
@@ -225,15 +242,12 @@ int Run(int argc, char** argv) {
     builder.SetResourceQuota(quota);
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || selected_port == 0) {
-    const std::string reason = ListenFailureReason(config.server.address);
-    return fail("listen", absl::UnavailableError(absl::StrCat(
-                              "cannot listen on ", config.server.address, ": ",
-                              reason.empty() ? "gRPC could not start the listener" : reason,
-                              reason == std::strerror(EADDRINUSE)
-                                  ? " (another process, perhaps another dllm-server, holds it)"
-                                  : "")));
+  if (server == nullptr) {
+    return fail("listen",
+                absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.server.address,
+                                                    ": gRPC could not start the server")));
   }
+  (*grpc_listener)->Start(std::move(acceptor));
   // The OpenAI-compatible HTTP API (off unless http.port is set): same service, same engine.
   std::unique_ptr<HttpServer> http;
   if (config.http.port != 0) {
@@ -306,13 +320,29 @@ int Run(int argc, char** argv) {
   }
 
   const int signal_number = WaitForStopSignal();
-  // The drain timeout bounds the whole shutdown, whatever clients do (plus a second to
-  // write the last replies).
+  // Lame duck (SIGTERM only; an interactive ^C stops at once): health checks report
+  // NOT_SERVING while every call is still served, so that balancers and clients that check
+  // health move away first. A second signal cuts it short.
+  health->SetServingStatus(false);
+  service.SetLameDuck();
+  if (signal_number == SIGTERM && config.server.lame_duck_seconds > 0) {
+    logger.Info("lame_duck", {{"seconds", config.server.lame_duck_seconds}});
+    WaitForStopSignalFor(absl::Seconds(config.server.lame_duck_seconds));
+  }
+  // The drain timeout bounds the rest of the shutdown, whatever clients do (plus a second
+  // to write the last replies).
   const absl::Time stop_deadline =
       absl::Now() + absl::Seconds(config.server.drain_timeout_seconds) + absl::Seconds(1);
   logger.Info("draining", {{"signal", int64_t{signal_number}},
                            {"drain_timeout_seconds", config.server.drain_timeout_seconds}});
-  health->SetServingStatus(false);
+  // Stop accepting connections: a balancer that still sends here now gets "connection
+  // refused", which it retries on another replica (a call refused with UNAVAILABLE on an
+  // open connection it may not retry). Open connections are still answered.
+  (*grpc_listener)->StopAccepting();
+  if (http != nullptr) http->StopAccepting();
+  // A connection accepted just before the listener closed (a balancer that opens one per
+  // call) sends its call a moment later: admit it rather than refuse it.
+  absl::SleepFor(kAcceptedConnectionGrace);
   service.SetDraining();
   (*engine)->Drain(absl::Seconds(config.server.drain_timeout_seconds));
   // Every accepted request has its final event now; wait until gRPC has handed their replies

@@ -11,7 +11,7 @@
 // 2. Inputs: `kustomize build` (kubectl's embedded kustomize) of every directory with a
 //    kustomization.yaml, plus every other manifest file that is not a patch.
 // 3. Policy: cross-object checks the schema cannot express (selectors match, probes are
-//    gRPC, non-root, read-only root, grace period > preStop + drain, GPU requests, ...).
+//    gRPC, non-root, read-only root, grace period > preStop + lame duck + drain, GPU requests, ...).
 // 4. Self-test: each file in tests/deploy/fixtures/invalid must be rejected.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -191,11 +191,15 @@ function policyErrors(objs, overlay) {
   const startupBudget = (c.startupProbe?.periodSeconds ?? 10) * (c.startupProbe?.failureThreshold ?? 3);
   if (startupBudget < 300) errs.push(`startupProbe allows only ${startupBudget}s for model load (want >= 300s)`);
   const sleep = c.lifecycle?.preStop?.exec?.command?.[0] === "/bin/sleep" ? Number(c.lifecycle.preStop.exec.command[1])
-    : c.lifecycle?.preStop?.sleep?.seconds;
-  if (!Number.isFinite(sleep)) errs.push("container needs a preStop sleep hook");
-  const drain = drainTimeoutSeconds();
+    : (c.lifecycle?.preStop?.sleep?.seconds ?? 0);
+  // The server's lame duck (NOT_SERVING while still serving) must last at least one readiness
+  // period, so that the kubelet marks the pod unready before its ports stop accepting.
+  const lameDuck = serverSeconds(/^lame_duck/, 0);
+  const readinessPeriod = c.readinessProbe?.periodSeconds ?? 10;
+  if (sleep + lameDuck < readinessPeriod) errs.push(`preStop ${sleep}s + server.lame_duck_seconds ${lameDuck}s must cover one readiness period (${readinessPeriod}s)`);
+  const drain = serverSeconds(/^drain_timeout/, 30);
   const grace = pod.spec.terminationGracePeriodSeconds ?? 30;
-  if (!(grace > (sleep || 0) + drain)) errs.push(`terminationGracePeriodSeconds ${grace} must exceed preStop ${sleep}s + drain ${drain}s`);
+  if (!(grace > sleep + lameDuck + drain + 1)) errs.push(`terminationGracePeriodSeconds ${grace} must exceed preStop ${sleep}s + lame duck ${lameDuck}s + drain ${drain}s + 1s`);
   const livenessWindow = (c.livenessProbe?.periodSeconds ?? 10) * (c.livenessProbe?.failureThreshold ?? 3);
   if (livenessWindow <= drain) errs.push(`liveness would kill a draining pod: ${livenessWindow}s <= drain ${drain}s`);
   const mounts = new Map(c.volumeMounts.map((m) => [m.name, m]));
@@ -260,14 +264,15 @@ function policyErrors(objs, overlay) {
   return errs.map((e) => `${overlay}: policy: ${e}`);
 }
 
-// The server's drain timeout: config's drain_timeout (any nesting; "30s" or seconds), else 30.
-function drainTimeoutSeconds() {
+// A server setting in seconds from the ConfigMap's config (first key matching `key`, any
+// nesting; "30s" or seconds, *_ms in ms), else `fallback` (the server's default).
+function serverSeconds(key, fallback) {
   const cfg = path.join(k8sDir, "base", "config", "dllm.yaml");
   let found = null;
   const visit = (v) => {
     if (!v || typeof v !== "object") return;
     for (const [k, x] of Object.entries(v)) {
-      if (/^drain_timeout/.test(k) && found === null) found = /_ms$/.test(k) ? Number(x) / 1000 : parseFloat(String(x)) * (/ms$/.test(String(x)) ? 0.001 : 1);
+      if (key.test(k) && found === null) found = /_ms$/.test(k) ? Number(x) / 1000 : parseFloat(String(x)) * (/ms$/.test(String(x)) ? 0.001 : 1);
       else visit(x);
     }
   };
@@ -276,7 +281,7 @@ function drainTimeoutSeconds() {
   } catch {
     /* placeholder or unreadable config: use the server default */
   }
-  return Number.isFinite(found) ? found : 30;
+  return Number.isFinite(found) ? found : fallback;
 }
 
 // ---------------------------------------------------------------- main

@@ -485,14 +485,16 @@ class E2ETest(unittest.TestCase):
     def test_sigterm_drains_in_flight_requests(self):
         # The drain must outlast three 768-token requests on a loaded 2-core CI machine (30 s
         # did not, at load 8): what is tested is that they finish, not how fast.
-        s = self.start(overrides={"server": {"drain_timeout_seconds": 240}})
+        s = self.start(overrides={"server": {"drain_timeout_seconds": 240,
+                                             "lame_duck_seconds": 5}})
         clients = [s.client_async("stream", "--json", "--max-new-tokens", str(LONG_TOKENS),
                                   "--block-length", str(LONG_TOKENS), "--request-id",
                                   "inflight-%d" % i, "Hello %d" % i) for i in range(3)]
         for c in clients:  # each has received at least one message: it is in flight
             self.assertTrue(c.stdout.readline())
         s.proc.send_signal(signal.SIGTERM)
-        # While draining: NOT_SERVING, new work refused with UNAVAILABLE.
+        # Lame duck: health says NOT_SERVING, so balancers move away, yet a new call is
+        # still accepted (it may finish during the drain).
         deadline = time.time() + 10
         state = None
         while time.time() < deadline:
@@ -501,8 +503,15 @@ class E2ETest(unittest.TestCase):
                 break
             time.sleep(0.02)
         self.assertEqual(state, "NOT_SERVING")
+        late = s.client_async("generate", "Hi", "--timeout", "200")
+        # Draining: the port refuses new connections (a balancer retries elsewhere).
+        deadline = time.time() + 30
+        while time.time() < deadline and "draining" not in [r["event"] for r in s.records()]:
+            time.sleep(0.05)
         r = s.client("generate", "Hi", "--timeout", "5")
         self.assertEqual(error_code(r), "UNAVAILABLE", r.stderr)
+        out, err = late.communicate(timeout=300)
+        self.assertEqual(late.returncode, 0, err)
         for c in clients:
             out, err = c.communicate(timeout=300)
             self.assertEqual(c.returncode, 0, err)
@@ -512,7 +521,7 @@ class E2ETest(unittest.TestCase):
         rc = s.stop(timeout=60)
         self.assertEqual(rc, 0, s.log())
         events = [r["event"] for r in s.records()]
-        self.assertIn("draining", events)
+        self.assertLess(events.index("lame_duck"), events.index("draining"))
         self.assertEqual(events[-1], "stopped")
 
     def test_sigterm_drain_timeout_cancels(self):

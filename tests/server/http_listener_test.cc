@@ -80,9 +80,9 @@ class FakeRoutes final : public HttpRoutes {
       sources_.push_back(source);
       return HttpReply{{}, source};
     }
-    return HttpReply{Text(200, absl::StrCat(request.head.method, " ", request.head.path, " ",
-                                            request.body)),
-                     nullptr};
+    return HttpReply{
+        Text(200, absl::StrCat(request.head.method, " ", request.head.path, " ", request.body)),
+        nullptr};
   }
   HttpResponse Refusal(const HttpRequestHead*, int status, std::string_view message,
                        std::string_view) override {
@@ -217,9 +217,8 @@ TEST_CASE("http listener: keep-alive and pipelined requests are answered in orde
   c.Send(
       "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
       "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz");
-  const std::string both = c.Read(absl::Seconds(5), [](const std::string& s) {
-    return absl::EndsWith(s, "POST /b xyz");
-  });
+  const std::string both = c.Read(
+      absl::Seconds(5), [](const std::string& s) { return absl::EndsWith(s, "POST /b xyz"); });
   const size_t first = both.find("GET /a ");
   const size_t second = both.find("POST /b xyz");
   REQUIRE(first != std::string::npos);
@@ -231,10 +230,10 @@ TEST_CASE("http listener: keep-alive and pipelined requests are answered in orde
 
 TEST_CASE("http listener: a malformed request gets a 400 naming the problem, then a close") {
   Fixture f;
-  for (const char* head : {"GET / HTTP/1.1\r\nHost x\r\n\r\n",
-                           "GET / HTTP/1.1\r\nHost: x\r\nX-Probe: a\rb\r\n\r\n",
-                           "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-                           "Content-Length: 40\r\n\r\n{}"}) {
+  for (const char* head :
+       {"GET / HTTP/1.1\r\nHost x\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nX-Probe: a\rb\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        "Content-Length: 40\r\n\r\n{}"}) {
     INFO(head);
     Client c(f.port());
     c.Send(head);
@@ -273,7 +272,8 @@ TEST_CASE("http listener: bodies over the limit are refused, by Content-Length o
   }
   {
     Client c(f.port());
-    c.Send("POST /ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    c.Send(
+        "POST /ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
     CHECK(Body(c.ReadResponse()) == "POST /ok abc");
   }
 }

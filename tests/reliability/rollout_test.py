@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""A rolling drain and a crash behind balancers, on loopback: three dllm-server replicas,
+nginx in front of them (HTTP with proxy_pass, gRPC with grpc_pass), and gRPC clients that
+balance by themselves (round_robin, with client-side health checking or with a retry policy
+for UNAVAILABLE). Load runs on every path while one replica gets SIGTERM (lame duck, then
+drain) or SIGKILL, and each call's final status is counted per path.
+
+The closest we get here to a Kubernetes rollout. What it checks:
+* SIGTERM: no path loses a call. During the lame duck the replica reports NOT_SERVING and
+  still serves; then its ports refuse connections (nginx retries those elsewhere) and calls
+  on connections already open are refused with UNAVAILABLE before any work (retryable).
+* SIGKILL: only the calls in flight on the killed replica fail (at most the load's
+  concurrency on that path), and they fail with a definite status.
+
+Usage: rollout_test.py --bin-dir build/bin [unittest args]   (ctest: reliability:rollout:*)
+Needs nginx (Debian nginx-light, installed by scripts/deps) and python3-grpcio.
+"""
+
+import argparse
+import collections
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "e2e"))
+import e2e_test  # noqa: E402
+from e2e_test import SOURCE_DIR, Server, free_port  # noqa: E402
+
+TINY_MODEL = os.path.join(SOURCE_DIR, "models", "llada-tiny")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+NGINX_CONF = """
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log warn;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  fastcgi_temp_path {dir}/fastcgi;
+  uwsgi_temp_path {dir}/uwsgi;
+  scgi_temp_path {dir}/scgi;
+  upstream dllm_http {{ {http_servers} }}
+  upstream dllm_grpc {{ {grpc_servers} }}
+  server {{
+    listen 127.0.0.1:{http_port};
+    location / {{
+      proxy_pass http://dllm_http;
+      # A refused connection (a draining replica) is retried on the next replica; nothing
+      # was sent, so this is safe for POST too.
+      proxy_next_upstream error timeout;
+      proxy_read_timeout 120s;
+    }}
+  }}
+  server {{
+    listen 127.0.0.1:{grpc_port} http2;
+    location / {{
+      grpc_pass grpc://dllm_grpc;
+      grpc_next_upstream error timeout;
+      grpc_read_timeout 120s;
+    }}
+  }}
+}}
+"""
+
+# Client-side balancing as a gRPC user would configure it.
+ROUND_ROBIN_HEALTH = {"loadBalancingConfig": [{"round_robin": {}}],
+                      "healthCheckConfig": {"serviceName": ""}}
+ROUND_ROBIN_RETRY = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "methodConfig": [{"name": [{"service": "dllm.v1.DiffusionLM"}],
+                      "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.05s",
+                                      "maxBackoff": "0.5s", "backoffMultiplier": 2,
+                                      "retryableStatusCodes": ["UNAVAILABLE"]}}]}
+
+
+def generate_stubs(out):
+    os.makedirs(out, exist_ok=True)
+    for include, proto in ((os.path.join(SOURCE_DIR, "proto"), "dllm/v1/dllm.proto"),):
+        subprocess.run(["protoc", "-I", include, "--python_out", out, "--grpc_out", out,
+                        "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", proto],
+                       check=True, capture_output=True)
+    sys.path.insert(0, out)
+
+
+class Load:
+    """`concurrency` threads calling `call()` until stopped; counts final statuses."""
+
+    def __init__(self, name, call, concurrency):
+        self.name = name
+        self.counts = collections.Counter()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(call,))
+                        for _ in range(concurrency)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, call):
+        while not self.stop.is_set():
+            status = call()
+            with self.lock:
+                self.counts[status] += 1
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        return dict(self.counts)
+
+
+def http_call(port):
+    body = json.dumps({"model": "llada-tiny", "prompt": "Hello", "max_tokens": 16})
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/completions", body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        return "OK" if resp.status == 200 else "HTTP %d" % resp.status
+    except (OSError, http.client.HTTPException) as e:
+        return "transport error: %s" % type(e).__name__
+
+
+def grpc_caller(target, service_config=None):
+    import grpc
+    from dllm.v1 import dllm_pb2, dllm_pb2_grpc
+    options = [("grpc.enable_retries", 1)]
+    if service_config is not None:
+        options.append(("grpc.service_config", json.dumps(service_config)))
+    channel = grpc.insecure_channel(target, options=options)
+    stub = dllm_pb2_grpc.DiffusionLMStub(channel)
+    request = dllm_pb2.GenerateRequest(prompt="Hello", max_new_tokens=16)
+
+    def call():
+        try:
+            stub.Generate(request, timeout=60)
+            return "OK"
+        except grpc.RpcError as e:
+            return e.code().name
+
+    return call, channel
+
+
+class RolloutTest(unittest.TestCase):
+
+    def setUp(self):
+        if not os.path.exists(NGINX):
+            self.skipTest("nginx not installed (scripts/deps installs nginx-light)")
+        self.tmp = tempfile.mkdtemp(prefix="dllm-rollout-")
+        generate_stubs(os.path.join(self.tmp, "stubs"))
+        self.replicas = []
+        for _ in range(3):
+            http_port = free_port()
+            s = Server(self.tmp, TINY_MODEL, wait=False, overrides={
+                "server": {"lame_duck_seconds": 2, "drain_timeout_seconds": 30},
+                "http": {"address": "127.0.0.1", "port": http_port},
+                "engine": {"queue_capacity": 256}})
+            s.http_port = http_port
+            self.replicas.append(s)
+        for s in self.replicas:
+            s.wait_serving()
+        self.nginx_http, self.nginx_grpc = free_port(), free_port()
+        conf = os.path.join(self.tmp, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(
+                dir=self.tmp, http_port=self.nginx_http, grpc_port=self.nginx_grpc,
+                http_servers=" ".join("server 127.0.0.1:%d;" % s.http_port
+                                      for s in self.replicas),
+                grpc_servers=" ".join("server %s;" % s.address for s in self.replicas)))
+        self.nginx = subprocess.Popen([NGINX, "-c", conf, "-p", self.tmp],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 10
+        while time.time() < deadline and http_call(self.nginx_http) != "OK":
+            time.sleep(0.1)
+        self.assertEqual(http_call(self.nginx_http), "OK")
+        self.channels = []
+
+    def tearDown(self):
+        for c in getattr(self, "channels", []):
+            c.close()
+        if getattr(self, "nginx", None) is not None:
+            self.nginx.terminate()
+            self.nginx.wait(timeout=10)
+        for s in getattr(self, "replicas", []):
+            s.kill()
+        shutil.rmtree(getattr(self, "tmp", ""), ignore_errors=True)
+
+    def loads(self):
+        direct = "ipv4:" + ",".join(s.address for s in self.replicas)
+        paths = [("nginx http", lambda: http_call(self.nginx_http), 4),
+                 ("nginx grpc", None, 4),
+                 ("round_robin + health checks", None, 2),
+                 ("round_robin + retry UNAVAILABLE", None, 2)]
+        targets = {"nginx grpc": ("127.0.0.1:%d" % self.nginx_grpc, None),
+                   "round_robin + health checks": (direct, ROUND_ROBIN_HEALTH),
+                   "round_robin + retry UNAVAILABLE": (direct, ROUND_ROBIN_RETRY)}
+        out = []
+        for name, call, concurrency in paths:
+            if call is None:
+                call, channel = grpc_caller(*targets[name])
+                self.channels.append(channel)
+            out.append(Load(name, call, concurrency))
+        return out
+
+    def run_with(self, act):
+        loads = self.loads()
+        time.sleep(2)
+        act()
+        time.sleep(6)
+        results = {load.name: load.finish() for load in loads}
+        print("\n%-34s %s" % ("path", "final statuses"), file=sys.stderr)
+        for name, counts in results.items():
+            print("%-34s %s" % (name, counts), file=sys.stderr)
+        return results
+
+    def test_sigterm_of_one_replica_loses_no_call(self):
+        victim = self.replicas[0]
+        results = self.run_with(lambda: victim.proc.send_signal(signal.SIGTERM))
+        self.assertEqual(victim.proc.wait(timeout=60), 0, victim.log()[-2000:])
+        events = [r["event"] for r in victim.records()]
+        self.assertLess(events.index("lame_duck"), events.index("draining"))
+        for name, counts in results.items():
+            self.assertGreater(counts.get("OK", 0), 0, name)
+            self.assertEqual(set(counts), {"OK"}, "%s: %s" % (name, counts))
+
+    def test_sigkill_of_one_replica_fails_only_calls_in_flight(self):
+        victim = self.replicas[1]
+        results = self.run_with(victim.proc.kill)
+        for name, counts in results.items():
+            failed = sum(n for status, n in counts.items() if status != "OK")
+            self.assertGreater(counts.get("OK", 0), 0, name)
+            # Health checks and retries route around the dead replica; nginx can fail only
+            # the calls it had in flight there (at most its concurrency, 4).
+            self.assertLessEqual(failed, 4, "%s: %s" % (name, counts))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True)
+    args, rest = parser.parse_known_args()
+    e2e_test.BIN_DIR = os.path.abspath(args.bin_dir)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
