@@ -11,7 +11,6 @@ Servers are started by e2e_test.Server (free ports, temporary config); see e2e_t
 Usage: http_test.py --bin-dir build/bin [unittest args, e.g. HttpTest.test_openai_sdk]
 """
 
-import argparse
 import http.client
 import json
 import os
@@ -68,6 +67,16 @@ def get_text(port, path):
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def read_to_close(sock):
+    """Everything the server sends on `sock` until it closes the connection."""
+    reply = b""
+    while True:
+        chunk = sock.recv(65536)  # a timeout here means the server kept the connection open
+        if not chunk:
+            return reply
+        reply += chunk
 
 
 def sse_events(text):
@@ -424,12 +433,7 @@ class HttpTest(unittest.TestCase):
             followed by the server closing the connection."""
             sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
             sock.sendall(head.encode() + body)
-            reply = b""
-            while True:
-                chunk = sock.recv(65536)  # a timeout here means the server kept reading
-                if not chunk:
-                    break
-                reply += chunk
+            reply = read_to_close(sock)
             sock.close()
             head_text, _, payload = reply.partition(b"\r\n\r\n")
             return head_text.split(b"\r\n")[0].decode(), json.loads(payload)
@@ -514,12 +518,7 @@ class HttpTest(unittest.TestCase):
                              b"Content-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n" % len(data) + data)
                 sock.shutdown(socket.SHUT_WR)
-                reply = b""
-                while True:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    reply += chunk
+                reply = read_to_close(sock)
                 sock.close()
                 # An interim 100 Continue may come first (a probe for a client that closed
                 # both ways); the final response follows.
@@ -552,12 +551,7 @@ class HttpTest(unittest.TestCase):
             with self.subTest(head=head):
                 sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
                 sock.sendall(head.encode())
-                reply = b""
-                while True:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    reply += chunk
+                reply = read_to_close(sock)
                 sock.close()
                 self.assertTrue(reply.startswith(b"HTTP/1.1 400 Bad Request"), reply[:300])
                 message = json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"]
@@ -709,13 +703,5 @@ class HttpTest(unittest.TestCase):
                          r'dllm_requests_total\{protocol="http",status="UNAUTHENTICATED"\} [1-9]')
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    args, rest = parser.parse_known_args()
-    e2e_test.BIN_DIR = os.path.abspath(args.bin_dir)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    e2e_test.main()  # --bin-dir, then unittest

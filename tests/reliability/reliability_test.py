@@ -28,7 +28,6 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
 Usage: reliability_test.py --bin-dir build/bin [unittest args]
 """
 
-import argparse
 import json
 import os
 import re
@@ -274,13 +273,5 @@ class ReliabilityTest(unittest.TestCase):
         print("deadline storm: client", client, file=sys.stderr)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    args, rest = parser.parse_known_args()
-    e2e_test.BIN_DIR = os.path.abspath(args.bin_dir)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    e2e_test.main()  # --bin-dir, then unittest

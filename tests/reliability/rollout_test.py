@@ -16,7 +16,6 @@ Usage: rollout_test.py --bin-dir build/bin [unittest args]   (ctest: reliability
 Needs nginx (Debian nginx-light, installed by scripts/deps) and python3-grpcio.
 """
 
-import argparse
 import collections
 import http.client
 import json
@@ -247,13 +246,5 @@ class RolloutTest(unittest.TestCase):
             self.assertLessEqual(failed, 4, "%s: %s" % (name, counts))
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    args, rest = parser.parse_known_args()
-    e2e_test.BIN_DIR = os.path.abspath(args.bin_dir)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    e2e_test.main()  # --bin-dir, then unittest
