@@ -47,6 +47,25 @@ void ExpScores(const float* q, int64_t row_stride, int nr, int head, const float
   }
 }
 
+// Calls use(r0, nr, scores, inv_sum) for each block of up to kAttentionRowBlock query rows
+// [r0, r0 + nr): scores[r * L + j] = exp(q·k_j · scale − the row's max), inv_sum[r] = 1 /
+// the row's sum (ExpScores). One block's scores fit in cache; `scratch` holds them.
+template <typename UseBlock>
+void ForEachScoreBlock(const float* q, int64_t row_stride, int rows, int head, const float* k_plane,
+                       int64_t L, const CpuAttentionGeometry& g, CpuAttentionScratch* scratch,
+                       UseBlock use) {
+  const float* k_t = TransposeKeys(k_plane, head, L, g, scratch);
+  const int block = std::min(rows, kAttentionRowBlock);
+  scratch->scores.resize(static_cast<size_t>(block * L));
+  scratch->inv_sum.resize(static_cast<size_t>(block));
+  for (int r0 = 0; r0 < rows; r0 += block) {
+    const int nr = std::min(block, rows - r0);
+    ExpScores(q + r0 * row_stride, row_stride, nr, head, k_t, L, g, scratch->scores.data(),
+              scratch->inv_sum.data());
+    use(r0, nr, scratch->scores.data(), scratch->inv_sum.data());
+  }
+}
+
 }  // namespace
 
 void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, const float* k_plane,
@@ -62,22 +81,14 @@ void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, co
   const int kv_head = head / (g.num_heads / g.num_kv_heads);
   const float* v_head = v_plane + int64_t{kv_head} * d;
   // P·V reads V in place ([position, dim] is already [reduction, output]).
-  const float* k_t = TransposeKeys(k_plane, head, L, g, scratch);
-
-  const int block = std::min(rows, kAttentionRowBlock);
-  scratch->scores.resize(static_cast<size_t>(block * L));
-  scratch->inv_sum.resize(static_cast<size_t>(block));
-  float* scores = scratch->scores.data();
-  for (int r0 = 0; r0 < rows; r0 += block) {
-    const int nr = std::min(block, rows - r0);
-    ExpScores(q + r0 * row_stride, row_stride, nr, head, k_t, L, g, scores,
-              scratch->inv_sum.data());
-    float* o = out + r0 * row_stride + int64_t{head} * d;
-    CpuChainGemm(scores, L, nr, v_head, kv_width, L, d, o, row_stride);
-    for (int r = 0; r < nr; ++r) {
-      for (int i = 0; i < d; ++i) o[r * row_stride + i] *= scratch->inv_sum[r];
-    }
-  }
+  ForEachScoreBlock(q, row_stride, rows, head, k_plane, L, g, scratch,
+                    [&](int r0, int nr, const float* scores, const float* inv_sum) {
+                      float* o = out + r0 * row_stride + int64_t{head} * d;
+                      CpuChainGemm(scores, L, nr, v_head, kv_width, L, d, o, row_stride);
+                      for (int r = 0; r < nr; ++r) {
+                        for (int i = 0; i < d; ++i) o[r * row_stride + i] *= inv_sum[r];
+                      }
+                    });
 }
 
 void CpuAttentionProbsHead(const float* q, int64_t row_stride, int rows, int head,
@@ -86,22 +97,15 @@ void CpuAttentionProbsHead(const float* q, int64_t row_stride, int rows, int hea
                            CpuAttentionScratch* scratch) {
   const int64_t L = kv_positions;
   if (L == 0 || rows == 0) return;
-  const float* k_t = TransposeKeys(k_plane, head, L, g, scratch);
-  const int block = std::min(rows, kAttentionRowBlock);
-  scratch->scores.resize(static_cast<size_t>(block * L));
-  scratch->inv_sum.resize(static_cast<size_t>(block));
-  float* scores = scratch->scores.data();
-  for (int r0 = 0; r0 < rows; r0 += block) {
-    const int nr = std::min(block, rows - r0);
-    ExpScores(q + r0 * row_stride, row_stride, nr, head, k_t, L, g, scores,
-              scratch->inv_sum.data());
-    for (int r = 0; r < nr; ++r) {
-      const float f = weight * scratch->inv_sum[r];
-      const float* s = scores + r * L;
-      float* o = out + (r0 + r) * out_stride;
-      for (int64_t j = 0; j < L; ++j) o[j] += f * s[j];
-    }
-  }
+  ForEachScoreBlock(q, row_stride, rows, head, k_plane, L, g, scratch,
+                    [&](int r0, int nr, const float* scores, const float* inv_sum) {
+                      for (int r = 0; r < nr; ++r) {
+                        const float f = weight * inv_sum[r];
+                        const float* s = scores + r * L;
+                        float* o = out + (r0 + r) * out_stride;
+                        for (int64_t j = 0; j < L; ++j) o[j] += f * s[j];
+                      }
+                    });
 }
 
 }  // namespace dllm

@@ -62,6 +62,24 @@ std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// The attention weights of query row `r`, head `h` (kv group `g`) over `n` keys, in double:
+// the independent reference for the attention kernels (scale 1/sqrt(8), head dim 8).
+std::vector<double> NaiveSoftmax(const std::vector<float>& q, const std::vector<float>& k, int r,
+                                 int h, int g, int heads, int kv_width, int d, int n) {
+  std::vector<double> s(n);
+  double m = -1e300;
+  for (int p = 0; p < n; ++p) {
+    double dot = 0;
+    for (int i = 0; i < d; ++i) dot += q[(r * heads + h) * d + i] * k[p * kv_width + g * d + i];
+    s[p] = dot / std::sqrt(8.0);
+    m = std::max(m, s[p]);
+  }
+  double z = 0;
+  for (double& x : s) z += (x = std::exp(x - m));
+  for (double& x : s) x /= z;
+  return s;
+}
+
 TEST_CASE("backend_factory: names and errors") {
   auto cpu = CreateBackend("cpu", 1);
   REQUIRE(cpu.ok());
@@ -180,20 +198,10 @@ TEST_CASE("cpu_backend: GQA attention over a slab matches a naive softmax") {
   for (int r = 0; r < q_rows; ++r) {
     for (int h = 0; h < heads; ++h) {
       const int g = h / (heads / kv_heads);
-      std::vector<double> s(n);
-      double m = -1e300;
-      for (int p = 0; p < n; ++p) {
-        double dot = 0;
-        for (int i = 0; i < d; ++i)
-          dot += qv[(r * heads + h) * d + i] * kv_k[p * kv_width + g * d + i];
-        s[p] = dot / std::sqrt(8.0);
-        m = std::max(m, s[p]);
-      }
-      double z = 0;
-      for (double& x : s) z += (x = std::exp(x - m));
+      const std::vector<double> s = NaiveSoftmax(qv, kv_k, r, h, g, heads, kv_width, d, n);
       for (int i = 0; i < d; ++i) {
         double ref = 0;
-        for (int p = 0; p < n; ++p) ref += s[p] / z * kv_v[p * kv_width + g * d + i];
+        for (int p = 0; p < n; ++p) ref += s[p] * kv_v[p * kv_width + g * d + i];
         CHECK(got[(r * heads + h) * d + i] == Approx(ref).margin(1e-5));
       }
     }
@@ -236,19 +244,9 @@ TEST_CASE("cpu_backend: attention probabilities are the head mean of a naive sof
     for (int r = 0; r < q_rows; ++r) {
       std::vector<double> mean(n, 0.0);
       for (int h = 0; h < heads; ++h) {
-        const int g = h / (heads / kv_heads);
-        std::vector<double> s(n);
-        double m = -1e300;
-        for (int p = 0; p < n; ++p) {
-          double dot = 0;
-          for (int i = 0; i < d; ++i)
-            dot += qv[(r * heads + h) * d + i] * kv_k[p * kv_width + g * d + i];
-          s[p] = dot / std::sqrt(8.0);
-          m = std::max(m, s[p]);
-        }
-        double z = 0;
-        for (double& x : s) z += (x = std::exp(x - m));
-        for (int p = 0; p < n; ++p) mean[p] += s[p] / z / heads;
+        const std::vector<double> s =
+            NaiveSoftmax(qv, kv_k, r, h, h / (heads / kv_heads), heads, kv_width, d, n);
+        for (int p = 0; p < n; ++p) mean[p] += s[p] / heads;
       }
       for (int p = 0; p < n; ++p) {
         INFO("row " << r << " position " << p);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/engine/decoding/plan_canvas.h"
+
 namespace dllm {
 namespace {
 
@@ -40,25 +42,11 @@ TEST_CASE("Certainty density matches its definition", "[decoding][d2cache]") {
 
 // A 4-token prompt and a 12-token answer in blocks of 4; the first block's first two
 // positions are decided, the decoder's candidates are the block's other two.
-struct Canvas {
-  std::vector<uint8_t> decided = std::vector<uint8_t>(16, 0);
-  std::vector<int32_t> candidates = {6, 7};
-  Canvas() {
-    for (int p : {0, 1, 2, 3, 4, 5}) decided[p] = 1;
-  }
-  PlanInput Input(int step) const {
-    PlanInput in;
-    in.step = step;
-    in.candidates = candidates;
-    in.block_begin = 4;
-    in.block_end = 8;
-    in.canvas_end = 16;
-    in.answer_begin = 4;
-    in.block_length = 4;
-    in.decided = decided;
-    return in;
-  }
-};
+PlanCanvas MakeCanvas() {
+  PlanCanvas canvas(/*prompt_length=*/4, /*answer_length=*/12, /*block_length=*/4, {6, 7});
+  canvas.decided[4] = canvas.decided[5] = 1;
+  return canvas;
+}
 
 std::vector<CommittedToken> Commits(std::vector<int32_t> positions) {
   std::vector<CommittedToken> out;
@@ -68,7 +56,7 @@ std::vector<CommittedToken> Commits(std::vector<int32_t> positions) {
 
 TEST_CASE("d2cache: full first step, then density-ranked masks and the last commits",
           "[decoding][d2cache]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeD2CachePolicy(/*current_k=*/3, /*rollout_p=*/0.1f, /*sigma=*/10.0f, 512);
   CHECK(policy->WantsAttentionMaps());
   CHECK(policy->Plan(canvas.Input(0)).full);
@@ -83,7 +71,7 @@ TEST_CASE("d2cache: full first step, then density-ranked masks and the last comm
 }
 
 TEST_CASE("d2cache: the latest predicted confidence ranks the masks", "[decoding][d2cache]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeD2CachePolicy(3, 0.1f, 10.0f, 512);
   REQUIRE(policy->Plan(canvas.Input(0)).full);
   std::vector<RowStats> rows(2);
@@ -100,7 +88,7 @@ TEST_CASE("d2cache: the latest predicted confidence ranks the masks", "[decoding
 }
 
 TEST_CASE("d2cache: the rollout nucleus adds the most attended positions", "[decoding][d2cache]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeD2CachePolicy(3, 0.1f, 10.0f, 512);
   REQUIRE(policy->Plan(canvas.Input(0)).full);
   // A full step: every row attends to prompt position 1 at every layer.
@@ -127,7 +115,7 @@ TEST_CASE("d2cache: the rollout nucleus adds the most attended positions", "[dec
 
 TEST_CASE("d2cache: the decoder's candidates are always recomputed", "[decoding][d2cache]") {
   // current_k 1 keeps one mask by density; the block's other candidate is still a row.
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeD2CachePolicy(1, 0.1f, 10.0f, 512);
   REQUIRE(policy->Plan(canvas.Input(0)).full);
   policy->Observe(0, Commits({}));

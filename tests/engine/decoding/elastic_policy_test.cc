@@ -3,27 +3,16 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "tests/engine/decoding/plan_canvas.h"
+
 namespace dllm {
 namespace {
 
 // A 4-token prompt (0-3) and a 4-token answer (4-7), nothing decided yet; the decoder's
 // candidates (Elastic's window) are 4 and 5.
-struct Canvas {
-  std::vector<uint8_t> decided = {1, 1, 1, 1, 0, 0, 0, 0};
-  std::vector<int32_t> candidates = {4, 5};
-  PlanInput Input(int step) const {
-    PlanInput in;
-    in.step = step;
-    in.candidates = candidates;
-    in.block_begin = 4;
-    in.block_end = 8;
-    in.canvas_end = 8;
-    in.answer_begin = 4;
-    in.block_length = 4;
-    in.decided = decided;
-    return in;
-  }
-};
+PlanCanvas MakeCanvas() {
+  return PlanCanvas(/*prompt_length=*/4, /*answer_length=*/4, /*block_length=*/4, {4, 5});
+}
 
 // Maps of 3 layers whose every row attends to `key[l]` at layer l (one-hot).
 AttentionMaps OneHot(int rows, std::vector<int> key) {
@@ -41,7 +30,7 @@ std::vector<RowStats> Predicted(std::vector<int32_t> positions) {
 }
 
 TEST_CASE("elastic: tracks the most attended non-mask token of each layer", "[decoding][elastic]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeElasticPolicy(0.9f);
   CHECK(policy->WantsAttentionMaps());
   CHECK(policy->Plan(canvas.Input(0)).full);
@@ -65,7 +54,7 @@ TEST_CASE("elastic: tracks the most attended non-mask token of each layer", "[de
 
 TEST_CASE("elastic: drift at layer l recomputes layers l+1.. for every row",
           "[decoding][elastic]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeElasticPolicy(0.9f);
   REQUIRE(policy->Plan(canvas.Input(0)).full);
   std::vector<int32_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -126,7 +115,7 @@ TEST_CASE("elastic: drift at layer l recomputes layers l+1.. for every row",
 }
 
 TEST_CASE("elastic: the last step's commits are recomputed", "[decoding][elastic]") {
-  const Canvas canvas;
+  const PlanCanvas canvas = MakeCanvas();
   auto policy = MakeElasticPolicy(0.9f);
   REQUIRE(policy->Plan(canvas.Input(0)).full);
   policy->ObserveForward(ForwardOutcome{});  // no maps (a fake executor): nothing tracked

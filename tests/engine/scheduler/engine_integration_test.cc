@@ -130,6 +130,15 @@ std::vector<DecodingParams> Modes() {
   return out;
 }
 
+// A 6-token prompt and a 16-token answer, decoded with `mode`.
+GenerationRequest ShortRequest(const DecodingParams& mode) {
+  GenerationRequest r;
+  for (int j = 0; j < 6; ++j) r.prompt_ids.push_back(11 + 13 * j);
+  r.max_new_tokens = 16;
+  r.decoding = mode;
+  return r;
+}
+
 TEST_CASE("Real forward: tau = -inf reproduces no cache; partial steps run",
           "[engine][integration]") {
   for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
@@ -254,10 +263,7 @@ TEST_CASE("Real forward: d2cache over every row equals none; at its defaults it 
     auto engine = MakeEngine(fixture, 1);
     for (const DecodingParams& mode : Modes()) {
       INFO(fixture << " schedule " << Name(mode.schedule));
-      GenerationRequest r;
-      for (int j = 0; j < 6; ++j) r.prompt_ids.push_back(11 + 13 * j);
-      r.max_new_tokens = 16;
-      r.decoding = mode;
+      GenerationRequest r = ShortRequest(mode);
       if (r.decoding.schedule == Schedule::kBlock) r.decoding.block_length = 8;
       const FinalEvent vanilla = RunOne(*engine, r);
       REQUIRE(vanilla.status.ok());
@@ -289,10 +295,7 @@ TEST_CASE("Real forward: elastic recomputes deep layers when attention drifts",
     auto engine = MakeEngine(fixture, 1);
     for (const DecodingParams& mode : Modes()) {
       INFO(fixture << " schedule " << Name(mode.schedule));
-      GenerationRequest r;
-      for (int j = 0; j < 6; ++j) r.prompt_ids.push_back(11 + 13 * j);
-      r.max_new_tokens = 16;
-      r.decoding = mode;
+      GenerationRequest r = ShortRequest(mode);
       r.cache.policy = CachePolicyKind::kNone;
       const FinalEvent vanilla = RunOne(*engine, r);
       REQUIRE(vanilla.status.ok());
