@@ -37,6 +37,7 @@
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_random_model.h"
+#include "engine/model/step_flops.h"
 #include "engine/model/transformer.h"
 
 namespace dllm {
@@ -119,15 +120,6 @@ struct NamedConfig {
   const char* name;
   ModelConfig config;
 };
-
-double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted) {
-  const double q = static_cast<double>(c.num_heads) * c.head_dim;
-  const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
-  const double h = c.hidden_size, f = c.intermediate_size;
-  const double per_row_layer =
-      2.0 * (h * q + 2 * h * kv + q * h + 3 * h * f) + 4.0 * kv_positions * q;
-  return per_row_layer * rows * c.num_layers + 2.0 * h * c.vocab_size * predicted;
-}
 
 int Run(int threads, bool quick, const std::string& only_model, int only_length, int partial_rows,
         DType weight_dtype) {

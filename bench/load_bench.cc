@@ -44,6 +44,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/step_flops.h"
 #include "engine/model/transformer.h"
 
 namespace dllm {
@@ -101,17 +102,6 @@ Timing TimeRuns(Fn fn, int repeats) {
   t.wall_s = Seconds(start) / repeats;
   t.cpu_s = (ProcessCpuSeconds() - cpu_start) / repeats;
   return t;
-}
-
-// Same FLOP count as dllm-forward-bench: 2 x weight elements per computed row and layer, plus
-// attention 4 x kv_positions x heads x head_dim, plus the LM head per predicted row.
-double StepFlops(const ModelConfig& c, int rows, int kv_positions, int predicted) {
-  const double q = static_cast<double>(c.num_heads) * c.head_dim;
-  const double kv = static_cast<double>(c.num_kv_heads) * c.head_dim;
-  const double h = c.hidden_size, f = c.intermediate_size;
-  const double per_row_layer =
-      2.0 * (h * q + 2 * h * kv + q * h + 3 * h * f) + 4.0 * kv_positions * q;
-  return per_row_layer * rows * c.num_layers + 2.0 * h * c.vocab_size * predicted;
 }
 
 // Random weights give meaningless tokens, but the statistics must be finite and in range.

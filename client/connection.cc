@@ -7,16 +7,17 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/file_text.h"
 
 namespace dllm::client {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFileText(path, uint64_t{1} << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(flag, ": ", text.status().message()));
+  }
+  return text;
 }
 
 }  // namespace

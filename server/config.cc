@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/core/file_text.h"
 
 namespace dllm {
 namespace {
@@ -640,11 +641,12 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
 }
 
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseServerConfig(text.str(), path);
+  absl::StatusOr<std::string> text = ReadFileText(path, uint64_t{16} << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("config file ", text.status().message()));
+  }
+  return ParseServerConfig(*text, path);
 }
 
 }  // namespace dllm

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/status_macros.h"
 #include "server/config.h"
 #include "server/request_mapping.h"
 
@@ -83,10 +84,6 @@ absl::StatusOr<ProtoEnum> GetEnum(const json& v, absl::string_view field,
   return Invalid(field, absl::StrCat("unknown value '", *name, "' (expected ", choices, ")"));
 }
 
-#define DLLM_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                \
-  if (!lhs##_or.ok()) return lhs##_or.status();
-
 absl::Status ParseDecoding(const json& obj, v1::DecodingOptions* d) {
   if (!obj.is_object()) return Invalid("decoding", "must be an object");
   for (const auto& [key, v] : obj.items()) {
@@ -96,42 +93,42 @@ absl::Status ParseDecoding(const json& obj, v1::DecodingOptions* d) {
       DLLM_ASSIGN_OR_RETURN(
           s, (GetEnum<v1::Schedule, Schedule>(v, field, &ParseSchedule, &v1::Schedule_Parse,
                                               ScheduleNames())));
-      d->set_schedule(*s_or);
+      d->set_schedule(s);
     } else if (key == "remasking") {
       DLLM_ASSIGN_OR_RETURN(
           r, (GetEnum<v1::Remasking, Remasking>(v, field, &ParseRemasking, &v1::Remasking_Parse,
                                                 RemaskingNames())));
-      d->set_remasking(*r_or);
+      d->set_remasking(r);
     } else if (key == "steps") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_steps(*x_or);
+      d->set_steps(x);
     } else if (key == "block_length") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_block_length(*x_or);
+      d->set_block_length(x);
     } else if (key == "window") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_window(*x_or);
+      d->set_window(x);
     } else if (key == "top_k") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_top_k(*x_or);
+      d->set_top_k(x);
     } else if (key == "confidence_threshold") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_confidence_threshold(*x_or);
+      d->set_confidence_threshold(x);
     } else if (key == "temperature") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_temperature(*x_or);
+      d->set_temperature(x);
     } else if (key == "top_p") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_top_p(*x_or);
+      d->set_top_p(x);
     } else if (key == "eps") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_eps(*x_or);
+      d->set_eps(x);
     } else if (key == "alg_temp") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_alg_temp(*x_or);
+      d->set_alg_temp(x);
     } else if (key == "seed") {
       DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, field));
-      d->set_seed(*x_or);
+      d->set_seed(x);
     } else {
       return Invalid(field, "unknown field");
     }
@@ -148,20 +145,20 @@ absl::Status ParseCache(const json& obj, v1::CacheOptions* c) {
       DLLM_ASSIGN_OR_RETURN(
           p, (GetEnum<v1::CachePolicy, CachePolicyKind>(
                  v, field, &ParseCachePolicy, &v1::CachePolicy_Parse, CachePolicyNames())));
-      c->set_policy(*p_or);
+      c->set_policy(p);
     } else if (key == "entropy_threshold") {
       // +inf ("never refresh because of entropy") has no JSON number: accept a large value.
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      c->set_entropy_threshold(*x_or);
+      c->set_entropy_threshold(x);
     } else if (key == "recent_k") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      c->set_recent_k(*x_or);
+      c->set_recent_k(x);
     } else if (key == "refresh_interval") {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      c->set_refresh_interval(*x_or);
+      c->set_refresh_interval(x);
     } else if (key == "shadow_sample_rate") {
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      c->set_shadow_sample_rate(*x_or);
+      c->set_shadow_sample_rate(x);
     } else {
       return Invalid(field, "unknown field");
     }
@@ -198,10 +195,10 @@ absl::Status ParseMessages(const json& v, v1::ChatMessages* chat) {
       const std::string sub = absl::StrCat(field, ".", key);
       if (key == "role") {
         DLLM_ASSIGN_OR_RETURN(role, GetString(value, sub));
-        out->set_role(*role_or);
+        out->set_role(role);
       } else if (key == "content") {
         DLLM_ASSIGN_OR_RETURN(content, ParseContent(value, sub));
-        out->set_content(*content_or);
+        out->set_content(content);
       } else if (key == "name") {
         // OpenAI's participant name: accepted and ignored (templates have no slot for it).
       } else {
@@ -226,7 +223,7 @@ absl::Status ParsePrompt(const json& v, v1::GenerateRequest* request) {
   if (!v.empty() && v[0].is_number_integer()) {
     for (size_t i = 0; i < v.size(); ++i) {
       DLLM_ASSIGN_OR_RETURN(id, GetInt32(v[i], absl::StrCat("prompt[", i, "]")));
-      request->mutable_token_ids()->add_ids(*id_or);
+      request->mutable_token_ids()->add_ids(id);
     }
     return absl::OkStatus();
   }
@@ -339,7 +336,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
   for (const auto& [key, v] : root.items()) {
     if (key == "model") {
       DLLM_ASSIGN_OR_RETURN(m, GetString(v, key));
-      out.model = *m_or;
+      out.model = m;
       has_model = true;
     } else if (key == input_key) {
       has_input = true;
@@ -351,39 +348,39 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
-      if (max_tokens && *max_tokens != *n_or) {
+      if (max_tokens && *max_tokens != n) {
         return Invalid(key, "max_tokens and max_completion_tokens disagree");
       }
-      max_tokens = *n_or;
-      req.set_max_new_tokens(*n_or);
+      max_tokens = n;
+      req.set_max_new_tokens(n);
       out.field_names.emplace_back("max_new_tokens", key);
     } else if (key == "temperature" || key == "top_p") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, key));
       if (key == "temperature") {
-        req.mutable_decoding()->set_temperature(*x_or);
+        req.mutable_decoding()->set_temperature(x);
       } else {
-        req.mutable_decoding()->set_top_p(*x_or);
+        req.mutable_decoding()->set_top_p(x);
       }
       out.field_names.emplace_back(absl::StrCat("decoding.", key), key);
     } else if (key == "top_k") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
-      req.mutable_decoding()->set_top_k(*x_or);
+      req.mutable_decoding()->set_top_k(x);
       out.field_names.emplace_back("decoding.top_k", key);
     } else if (key == "seed") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, key));
-      req.mutable_decoding()->set_seed(*x_or);
+      req.mutable_decoding()->set_seed(x);
       out.field_names.emplace_back("decoding.seed", key);
     } else if (key == "n") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
-      if (*x_or != 1) return Invalid("n", absl::StrCat(*x_or, " is not supported (only n = 1)"));
+      if (x != 1) return Invalid("n", absl::StrCat(x, " is not supported (only n = 1)"));
     } else if (key == "stream") {
       if (v.is_null()) continue;
       DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
-      out.stream = *b_or;
+      out.stream = b;
     } else if (key == "stream_options") {
       if (v.is_null()) continue;
       if (!v.is_object()) return Invalid(key, "must be an object");
@@ -406,11 +403,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
       }
       for (size_t i = 0; i < list.size(); ++i) {
         DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
-        if (s_or->size() > kMaxStopBytes) {
+        if (s.size() > kMaxStopBytes) {
           return Invalid(absl::StrCat("stop[", i, "]"),
                          absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
         }
-        if (!s_or->empty()) out.stop.push_back(*s_or);
+        if (!s.empty()) out.stop.push_back(s);
       }
     } else if (key == "user") {
       if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");

@@ -6,20 +6,21 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/file_text.h"
 #include "server/tls_key_pair.h"
 
 namespace dllm {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(key, ": cannot read '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN") == std::string::npos) {
+  absl::StatusOr<std::string> text = ReadFileText(path, uint64_t{1} << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(key, ": ", text.status().message()));
+  }
+  if (text->find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(key, ": '", path, "' is not a PEM file"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/file_text.h"
 #include "engine/model/checkpoint_file.h"
 #include "engine/model/safetensors_header.h"
 #include "nlohmann/json.hpp"
@@ -90,22 +91,6 @@ class SafetensorsCheckpoint final : public Checkpoint {
   std::map<std::string, TensorView, std::less<>> tensors_;
 };
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uintmax_t max_bytes) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
-  if (size > max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", size, " bytes is larger than the ", max_bytes, "-byte limit"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return text.str();
-}
-
 // Shard names come from a file we do not control: allow only relative paths that stay
 // inside the model directory.
 bool IsSafeRelativePath(const std::string& name) {
@@ -120,7 +105,7 @@ bool IsSafeRelativePath(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSharded(const fs::path& dir) {
   const std::string index_path = (dir / kIndexFileName).string();
-  auto text = ReadSmallFile(index_path, kMaxIndexBytes);
+  auto text = ReadFileText(index_path, kMaxIndexBytes);
   if (!text.ok()) return text.status();
   Json index;
   try {

@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/file_text.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 
@@ -34,11 +36,9 @@ absl::StatusOr<GenerationDefaults> LoadGenerationConfig(const std::string& model
   const std::filesystem::path path = std::filesystem::path(model_dir) / "generation_config.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return GenerationDefaults{};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseGenerationConfig(text.str(), path.string());
+  // A generation_config.json is a few hundred bytes; 1 MiB leaves room for any real one.
+  DLLM_ASSIGN_OR_RETURN(text, ReadFileText(path.string(), uint64_t{1} << 20));
+  return ParseGenerationConfig(text, path.string());
 }
 
 }  // namespace dllm

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/file_text.h"
 #include "engine/core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -305,17 +306,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
-  if (size > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", size, " bytes is too large"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseModelConfig(text.str(), path);
+  DLLM_ASSIGN_OR_RETURN(text, ReadFileText(path, kMaxConfigBytes));
+  return ParseModelConfig(text, path);
 }
 
 }  // namespace dllm

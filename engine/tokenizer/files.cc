@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/core/file_text.h"
 #include "engine/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -27,16 +28,8 @@ absl::Status WithSource(const absl::Status& status, std::string_view source) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return std::move(buffer).str();
+  // LLaDA's and Dream's tokenizer.json are 4-11 MB; 256 MiB refuses only what is not one.
+  return ReadFileText(path, uint64_t{256} << 20);
 }
 
 absl::StatusOr<json> ParseJson(std::string_view text, std::string_view source) {

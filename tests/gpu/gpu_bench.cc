@@ -42,6 +42,7 @@
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_random_model.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/step_flops.h"
 #include "engine/model/transformer.h"
 #include "nlohmann/json.hpp"
 
@@ -130,21 +131,11 @@ struct Counts {
 };
 
 Counts CountsOf(const ModelConfig& c) {
-  const double h = c.hidden_size, qw = double{1} * c.num_heads * c.head_dim,
-               kvw = double{1} * c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
+  const double h = c.hidden_size;
   Counts k;
-  k.layer_params = h * qw + 2 * h * kvw + qw * h + 3 * h * inter;
+  k.layer_params = LayerMatmulParams(c);
   k.weight_bytes = 2 * (c.num_layers * k.layer_params + double{1} * c.vocab_size * h);
   return k;
-}
-
-// FLOPs of a step: GEMMs over `rows` query rows, attention of those rows over `kv` positions,
-// LM head over `predicted` rows.
-double StepFlops(const ModelConfig& c, double rows, double kv, double predicted) {
-  const Counts k = CountsOf(c);
-  const double qw = double{1} * c.num_heads * c.head_dim;
-  return 2 * rows * c.num_layers * k.layer_params + c.num_layers * 4 * rows * kv * qw +
-         2 * predicted * c.vocab_size * c.hidden_size;
 }
 
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {

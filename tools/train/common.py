@@ -8,6 +8,15 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def long_snapshot(name):
+    """The newest snapshot of a long model: tools/train/warm_start/<name> when one is kept
+    (it differs from the shipped model), else the shipped models/<name>."""
+    kept = os.path.join(HERE, "warm_start", name)
+    if os.path.exists(os.path.join(kept, "model.safetensors")):
+        return kept
+    return os.path.join(ROOT, "models", name)
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "tasks"))
 sys.path.insert(0, HERE)

@@ -188,7 +188,7 @@ class CotSuiteTest(unittest.TestCase):
         # ` -> ` and ` -> ` / ` is ` / `: ` have one token count each: a choice of token, not
         # of length) the phrasings do not all have one token count, and in every family the
         # lines at one place of the trace have several lengths.
-        tok = bpe.load(os.path.join(common.HERE, "warm_start", "llada-long"))
+        tok = bpe.load(common.long_snapshot("llada-long"))
         f = {"x": 1, "y": 2, "c": 0, "s": "03", "t": "00", "d": 3, "k": 0, "a": "12",
              "b": "34", "i": 1}
         for slot in (cot.ADD_EQ, cot.SUB_EQ, cot.ADD_ACT, cot.ADD_HEAD,
@@ -213,7 +213,7 @@ class CotSuiteTest(unittest.TestCase):
             self.assertGreaterEqual(differ, 9, fam)
 
     def test_lengths_fit_the_models(self):
-        toks = {f: bpe.load(os.path.join(common.HERE, "warm_start", f"{f}-long"))
+        toks = {f: bpe.load(common.long_snapshot(f"{f}-long"))
                 for f in ("llada", "dream")}
         for x in self.test + self.val:
             self.assertTrue(cot.PROMPT_MIN <= cot.approx_tokens(x["prompt"]) <= cot.PROMPT_MAX)
@@ -229,7 +229,7 @@ class CotSuiteTest(unittest.TestCase):
                                gen_length=192)
         self.assertIs(longtrain.suite_of(args), cot)
         self.assertIs(longtrain.suite_of(SimpleNamespace()), longtrain.longform)
-        tok = bpe.load(os.path.join(common.HERE, "warm_start", "llada-long"))
+        tok = bpe.load(common.long_snapshot("llada-long"))
         sp = common.Specials("llada", tok)
         batches = longtrain.superstep_batches(0, args, tok, "llada", sp, self.exclude, None)
         self.assertEqual(len(batches), 4)

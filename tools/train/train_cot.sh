@@ -2,7 +2,8 @@
 # Starts (or resumes) the suite-v7 ("cot", tools/tasks/cot.py) training runs in the
 # background, niced, one thread each: from their checkpoints in $STATE_ROOT/<name>/ckpt.pt
 # when present, else from the committed snapshots tools/train/warm_start/<name>, else (first
-# start) from the long models' snapshots tools/train/warm_start/{llada-long,dream-long}.
+# start) from the long models' snapshots tools/train/warm_start/<long model>, or the shipped
+# models/<long model> where no newer snapshot exists.
 # Usage: tools/train/train_cot.sh [llada-cot] [dream-cot]   (default: both)
 # Env:   STATE_ROOT (default tools/train/out_cot), OUT_ROOT (default $STATE_ROOT/models;
 #        models/<name> once they ship): checkpoints and
@@ -32,6 +33,8 @@ for name in "${names[@]}"; do
     start=(--warm-start "$here/warm_start/$name")
   else
     start=(--warm-start "$here/warm_start/$src")
+    # No byte copy of a shipped model is kept: dream-long's snapshot is models/dream-long.
+    [ -f "${start[1]}/model.safetensors" ] || start=(--warm-start "$here/../../models/$src")
   fi
   if [ ! -f "$state_root/$name/ckpt.pt" ] && [ ! -f "${start[1]}/model.safetensors" ]; then
     echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2

@@ -26,8 +26,12 @@ for name in "${names[@]}"; do
     echo "$name: already running"
     continue
   fi
-  start=(--warm-start "$here/warm_start/$name")
-  if [ ! -f "$state_root/$name/ckpt.pt" ] && [ ! -f "$here/warm_start/$name/model.safetensors" ]; then
+  # The newest snapshot: warm_start/<name> when it differs from the shipped model, else the
+  # shipped model itself (models/<name>; no byte copy is kept).
+  snapshot="$here/warm_start/$name"
+  [ -f "$snapshot/model.safetensors" ] || snapshot="$here/../../models/$name"
+  start=(--warm-start "$snapshot")
+  if [ ! -f "$state_root/$name/ckpt.pt" ] && [ ! -f "$snapshot/model.safetensors" ]; then
     echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2
     continue
   fi
