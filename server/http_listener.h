@@ -86,7 +86,9 @@ class HttpResponseSource {
  public:
   virtual ~HttpResponseSource() = default;
   // Called once, first. `wake` may be called from any thread at any time, any number of
-  // times, whenever Poll may have something new; it never blocks.
+  // times, whenever Poll may have something new; it never blocks. The source must drop it
+  // (and never call it again) once Poll returned `end` or Abandon was called: it refers to
+  // the listener's event loop, which may then be gone.
   virtual void Start(std::function<void()> wake) = 0;
   virtual HttpOutput Poll() = 0;
   // The client went away, or the listener stops: end the work. Poll is not called again.

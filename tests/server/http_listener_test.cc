@@ -46,6 +46,7 @@ class ManualSource final : public HttpResponseSource {
       out.head = Text(200, "done");
       out.end = true;
       ready_ = false;
+      wake_ = nullptr;  // the contract: no wake after the end (it holds the listener's executor)
     }
     return out;
   }
