@@ -850,8 +850,6 @@ int Main(int argc, char** argv) {
       if (n < 1) Die("--sweep n must be >= 1");
       for (int i = 0; i < n; ++i) sweep_taus.push_back(n == 1 ? a : a + (b - a) * i / (n - 1));
     }
-    for (double t : sweep_taus)
-      if (!(t >= 0)) Die("--sweep: tau must be >= 0");
   }
 
   std::ofstream csv;

@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/decoding/cache_policy.h"
-#include "engine/decoding/params_validation.h"
 #include "engine/model/loaded_model.h"
 #include "engine/scheduler/worker.h"
 #include "engine/tokenizer/chat_template.h"
@@ -128,10 +127,10 @@ class EngineImpl final : public Engine {
  private:
   absl::Status Validate(const GenerationRequest& r, const std::vector<int32_t>& ids) const {
     const int gen = r.max_new_tokens;
-    if (gen < 1 || gen > options_.max_new_tokens_limit) {
-      return absl::InvalidArgumentError(absl::StrFormat("max_new_tokens (%d) must be in [1, %d]",
-                                                        gen, options_.max_new_tokens_limit));
-    }
+    ParamLimits limits;
+    limits.max_new_tokens = options_.max_new_tokens_limit;
+    limits.vocab_size = config_.vocab_size;
+    if (absl::Status s = ValidateParams(gen, r.decoding, r.cache, limits); !s.ok()) return s;
     const int64_t total = static_cast<int64_t>(ids.size()) + gen;
     if (total > config_.max_positions) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -155,8 +154,6 @@ class EngineImpl final : public Engine {
       return absl::InvalidArgumentError(
           absl::StrFormat("snapshot_every_steps (%d) must be >= 0", r.snapshot_every_steps));
     }
-    if (absl::Status s = ValidateDecodingParams(r.decoding, gen); !s.ok()) return s;
-    if (absl::Status s = ValidateCacheParams(r.cache, r.decoding); !s.ok()) return s;
     if ((r.cache.policy == CachePolicyKind::kD2Cache ||
          r.cache.policy == CachePolicyKind::kElastic) &&
         !executor_->ComputesAttentionMaps()) {

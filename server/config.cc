@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/core/file_text.h"
+#include "engine/core/params.h"
 
 namespace dllm {
 namespace {
@@ -349,6 +350,46 @@ absl::Status CheckListenAddress(absl::string_view key, const std::string& addres
 std::string_view BackendName(BackendKind backend) { return NameOf(kBackends, backend); }
 std::optional<BackendKind> ParseBackend(std::string_view name) { return ValueOf(kBackends, name); }
 
+RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& d,
+                                       const CacheDefaults& c) {
+  RequestDefaults out;
+  out.decoding = model.default_decoding;
+  out.cache = model.default_cache;
+  out.max_new_tokens = d.max_new_tokens.value_or(model.default_max_new_tokens);
+  auto& o = out.decoding;
+  if (d.schedule) o.schedule = *d.schedule;
+  if (d.remasking) o.remasking = *d.remasking;
+  if (d.steps) o.steps = *d.steps;
+  if (d.block_length) o.block_length = *d.block_length;
+  if (d.window) o.window = *d.window;
+  if (d.confidence_threshold) o.confidence_threshold = *d.confidence_threshold;
+  if (d.eps) o.eps = *d.eps;
+  if (d.alg_temp) o.alg_temp = *d.alg_temp;
+  if (d.temperature) o.temperature = *d.temperature;
+  if (d.top_k) o.top_k = *d.top_k;
+  if (d.top_p) o.top_p = *d.top_p;
+  if (d.seed) o.seed = *d.seed;
+  if (c.policy) out.cache.policy = *c.policy;
+  if (c.entropy_threshold) out.cache.entropy_threshold = *c.entropy_threshold;
+  if (c.recent_k) out.cache.recent_k = *c.recent_k;
+  if (c.refresh_interval) out.cache.refresh_interval = *c.refresh_interval;
+  return out;
+}
+
+ParamLimits ToParamLimits(const LimitsSection& limits, int vocab_size) {
+  ParamLimits out;
+  out.max_new_tokens = limits.max_new_tokens;
+  out.max_steps = limits.max_steps;
+  out.max_block_length = limits.max_block_length;
+  out.max_window = limits.max_window;
+  out.max_temperature = limits.max_temperature;
+  out.max_shadow_sample_rate = limits.max_shadow_sample_rate;
+  out.vocab_size = vocab_size;
+  out.allowed_cache_policies = limits.allowed_cache_policies;
+  out.section = "limits";
+  return out;
+}
+
 absl::Status ValidateServerConfig(const ServerConfig& c) {
   const auto& s = c.server;
   if (auto st = CheckListenAddress("server.address", s.address); !st.ok()) return st;
@@ -418,71 +459,29 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("limits.allowed_cache_policies", "must name at least one policy");
   }
 
-  // Defaults must themselves respect the limits, otherwise every request would fail.
-  const auto& d = c.decoding;
-  if (d.max_new_tokens) {
-    if (auto st = CheckRange("decoding.max_new_tokens", *d.max_new_tokens, 1, l.max_new_tokens);
-        !st.ok()) {
-      return st;
+  // Defaults must themselves respect the limits, otherwise every request would fail. Only each
+  // field's own domain can be checked here: the rules between fields depend on the model's
+  // defaults for the unset ones, and DiffusionService::AttachEngine checks the whole default
+  // request once the model is loaded.
+  const ParamLimits param_limits = ToParamLimits(l, /*vocab_size=*/0);
+  if (c.decoding.max_new_tokens) {
+    if (auto st = ValidateMaxNewTokens(*c.decoding.max_new_tokens, param_limits); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("decoding.", st.message()));
     }
   }
-  if (d.steps) {
-    if (auto st = CheckRange("decoding.steps", *d.steps, 0, l.max_steps); !st.ok()) return st;
-  }
-  if (d.block_length) {
-    if (auto st = CheckRange("decoding.block_length", *d.block_length, 1, l.max_block_length);
-        !st.ok()) {
-      return st;
-    }
-  }
-  if (d.window) {
-    if (auto st = CheckRange("decoding.window", *d.window, 1, l.max_window); !st.ok()) return st;
-  }
-  if (d.confidence_threshold) {
-    if (auto st = CheckRange("decoding.confidence_threshold", *d.confidence_threshold, 0, 1);
-        !st.ok()) {
-      return st;
-    }
-  }
-  if (d.eps) {
-    if (*d.eps <= 0 || *d.eps >= 1) return Invalid("decoding.eps", "must be in (0, 1)");
-  }
-  if (d.alg_temp) {
-    if (auto st = CheckRange("decoding.alg_temp", *d.alg_temp, 0, 100); !st.ok()) return st;
-  }
-  if (d.temperature) {
-    if (auto st = CheckRange("decoding.temperature", *d.temperature, 0, l.max_temperature);
-        !st.ok()) {
-      return st;
-    }
-  }
-  if (d.top_k && *d.top_k < 0) return Invalid("decoding.top_k", "must be >= 0");
-  if (d.top_p && (*d.top_p <= 0 || *d.top_p > 1)) {
-    return Invalid("decoding.top_p", "must be in (0, 1]");
-  }
+  // Unset fields stand at values inside every valid limit (the model's own defaults are only
+  // known once it loads), so that only the fields this config sets are checked here.
+  ModelInfo least;
+  least.default_decoding.block_length = 1;
+  least.default_decoding.window = 1;
+  least.default_cache.policy = l.allowed_cache_policies.front();
+  least.default_cache.refresh_interval = 1;
+  RequestDefaults defaults = ResolveRequestDefaults(least, c.decoding, c.cache);
+  // The engine-wide shadow rate has the domain of a request's own.
   const auto& k = c.cache;
-  if (k.policy) {
-    bool allowed = false;
-    for (auto p : l.allowed_cache_policies) allowed |= (p == *k.policy);
-    if (!allowed) {
-      return Invalid("cache.policy", absl::StrCat("'", std::string(Name(*k.policy)),
-                                                  "' is not in limits.allowed_cache_policies"));
-    }
-  }
-  if (k.entropy_threshold && *k.entropy_threshold < 0) {
-    return Invalid("cache.entropy_threshold", "must be >= 0");
-  }
-  if (k.recent_k && *k.recent_k < 0) return Invalid("cache.recent_k", "must be >= 0");
-  if (k.refresh_interval && *k.refresh_interval < 1) {
-    return Invalid("cache.refresh_interval", "must be >= 1");
-  }
-  if (!(k.shadow_sample_rate >= 0.0f && k.shadow_sample_rate <= 1.0f)) {
-    return Invalid("cache.shadow_sample_rate", "must be in [0, 1]");
-  }
-  if (k.shadow_sample_rate > l.max_shadow_sample_rate) {
-    return Invalid("cache.shadow_sample_rate",
-                   absl::StrCat(k.shadow_sample_rate, " exceeds limits.max_shadow_sample_rate (",
-                                l.max_shadow_sample_rate, ")"));
+  defaults.cache.shadow_sample_rate = k.shadow_sample_rate;
+  if (auto st = ValidateParamFields(defaults.decoding, defaults.cache, param_limits); !st.ok()) {
+    return st;
   }
   if (!(k.shadow_max_time_fraction > 0)) {
     return Invalid("cache.shadow_max_time_fraction", "must be > 0");

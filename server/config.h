@@ -146,6 +146,21 @@ struct ServerConfig {
   HttpSection http;
 };
 
+// Defaults applied to unset request fields: the config's when set, else the model family's.
+struct RequestDefaults {
+  int max_new_tokens = 64;
+  DecodingParams decoding;
+  CacheParams cache;
+};
+
+RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& decoding,
+                                       const CacheDefaults& cache);
+
+// The limits: section as the bounds of engine/core/params.h's ValidateParams, whose messages
+// then name them ("decoding.steps: 5000 exceeds limits.max_steps (1024)"). `vocab_size` > 0
+// bounds decoding.top_k.
+ParamLimits ToParamLimits(const LimitsSection& limits, int vocab_size);
+
 // Parses YAML text. `source` names the file in error messages. Returns INVALID_ARGUMENT
 // with "<source>: <key>: <reason>" for syntax errors, wrong types, unknown keys and values
 // that fail validation.

@@ -24,18 +24,16 @@
 #include "absl/time/time.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/engine.h"
-#include "server/diffusion_service.h"
 #include "server/engine_request_link.h"
+#include "server/gateway.h"
 #include "server/response_mapping.h"
-#include "server/status_mapping.h"
 
 namespace dllm {
 
 class HttpGeneration final : public EventSink {
  public:
-  HttpGeneration(DiffusionService* service, std::string method, std::string request_id,
-                 absl::Time start)
-      : service_(service),
+  HttpGeneration(Gateway* gateway, std::string method, std::string request_id, absl::Time start)
+      : gateway_(gateway),
         method_(std::move(method)),
         request_id_(std::move(request_id)),
         start_(start) {}
@@ -75,9 +73,8 @@ class HttpGeneration final : public EventSink {
     const absl::Status status =
         stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
             ? absl::OkStatus()
-            : service_->FinalAbslStatus(event, link_);
-    service_->RecordCall(method_.c_str(), request_id_, ToGrpcStatus(status), &event, start_,
-                         "http");
+            : gateway_->FinalStatus(event, link_);
+    gateway_->RecordCall(method_.c_str(), request_id_, status, &event, start_, "http");
     v1::GenerateResponse response;
     FillGenerateResponse(request_id_, event, &response);
     {
@@ -134,7 +131,7 @@ class HttpGeneration final : public EventSink {
     if (wake_) wake_();
   }
 
-  DiffusionService* const service_;
+  Gateway* const gateway_;
   const std::string method_;
   const std::string request_id_;
   const absl::Time start_;

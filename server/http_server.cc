@@ -19,7 +19,6 @@
 #include "server/http_stop_sequences.h"
 #include "server/playground_assets.h"
 #include "server/response_mapping.h"
-#include "server/status_mapping.h"
 
 namespace dllm {
 namespace {
@@ -191,8 +190,8 @@ class StreamedCompletion final : public HttpResponseSource {
 
 class Routes final : public HttpRoutes {
  public:
-  Routes(const ServerConfig& config, DiffusionService* service)
-      : service_(service), model_name_(config.http.model_name) {
+  Routes(const ServerConfig& config, Gateway* gateway)
+      : gateway_(gateway), model_name_(config.http.model_name) {
     if (model_name_.empty()) {
       model_name_ = std::filesystem::path(config.engine.model).lexically_normal().filename();
       if (model_name_.empty()) {
@@ -210,10 +209,10 @@ class Routes final : public HttpRoutes {
   std::optional<HttpResponse> Precheck(const HttpRequestHead& head) override {
     const char* method = GenerationMethod(head);
     auto refuse = [&](int http_status, std::string_view message, std::string_view code,
-                      grpc::StatusCode grpc_code) {
+                      absl::StatusCode status_code) {
       if (method != nullptr) {
-        service_->RecordCall(method, service_->LogId(v1::GenerateRequest()),
-                             grpc::Status(grpc_code, std::string(message)), nullptr, absl::Now(),
+        gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()),
+                             absl::Status(status_code, std::string(message)), nullptr, absl::Now(),
                              "http");
       }
       return JsonResponse(http_status, HttpErrorBody(message, "invalid_request_error", code));
@@ -222,19 +221,19 @@ class Routes final : public HttpRoutes {
       for (const char c : value) {
         if (c == '\r' || c == '\n' || c == '\0') {
           return refuse(400, absl::StrCat("header ", name, ": control character in its value"),
-                        "bad_header", grpc::StatusCode::INVALID_ARGUMENT);
+                        "bad_header", absl::StatusCode::kInvalidArgument);
         }
       }
     }
     if (head.HeaderCount("Content-Length") > 1) {
       return refuse(400, "more than one Content-Length header", "bad_header",
-                    grpc::StatusCode::INVALID_ARGUMENT);
+                    absl::StatusCode::kInvalidArgument);
     }
     if (head.Header("Transfer-Encoding")) {
       return refuse(411,
                     "Transfer-Encoding request bodies (chunked) are not accepted: send "
                     "Content-Length",
-                    "length_required", grpc::StatusCode::INVALID_ARGUMENT);
+                    "length_required", absl::StatusCode::kInvalidArgument);
     }
     if (const auto header = head.Header("Content-Encoding");
         header && !absl::EqualsIgnoreCase(std::string(*header), "identity")) {
@@ -242,14 +241,14 @@ class Routes final : public HttpRoutes {
       return refuse(415,
                     absl::StrCat("Content-Encoding '", encoding,
                                  "' is not accepted: send the request body uncompressed"),
-                    "unsupported_encoding", grpc::StatusCode::INVALID_ARGUMENT);
+                    "unsupported_encoding", absl::StatusCode::kInvalidArgument);
     }
     if (method != nullptr) {
       Engine* engine = nullptr;
-      if (absl::Status st = service_->CheckAvailable(head.Header("Authorization"), &engine);
+      if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
           !st.ok()) {
-        service_->RecordCall(method, service_->LogId(v1::GenerateRequest()), ToGrpcStatus(st),
-                             nullptr, absl::Now(), "http");
+        gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()), st, nullptr,
+                             absl::Now(), "http");
         return ErrorResponse(st);
       }
     }
@@ -268,14 +267,14 @@ class Routes final : public HttpRoutes {
     }
     if (path == "/health") {
       if (!get) return Reply(MethodNotAllowed(head));
-      const bool serving = service_->Serving();
+      const bool serving = gateway_->Serving();
       return Reply(JsonResponse(serving ? 200 : 503, serving ? R"({"status":"serving"})"
                                                              : R"({"status":"not_serving"})"));
     }
     if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
       if (!get) return Reply(MethodNotAllowed(head));
       Engine* engine = nullptr;
-      if (absl::Status st = service_->CheckAvailable(head.Header("Authorization"), &engine);
+      if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
           !st.ok()) {
         return Reply(ErrorResponse(st));
       }
@@ -320,10 +319,10 @@ class Routes final : public HttpRoutes {
     // A refused generation call is a finished call like any other (gRPC counts a message
     // over its size limit as RESOURCE_EXHAUSTED).
     if (const char* method = head != nullptr ? GenerationMethod(*head) : nullptr) {
-      service_->RecordCall(method, service_->LogId(v1::GenerateRequest()),
-                           grpc::Status(status == 413   ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                        : status >= 500 ? grpc::StatusCode::INTERNAL
-                                                        : grpc::StatusCode::INVALID_ARGUMENT,
+      gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()),
+                           absl::Status(status == 413   ? absl::StatusCode::kResourceExhausted
+                                        : status >= 500 ? absl::StatusCode::kInternal
+                                                        : absl::StatusCode::kInvalidArgument,
                                         text),
                            nullptr, absl::Now(), "http");
     }
@@ -358,7 +357,7 @@ class Routes final : public HttpRoutes {
   // with proto field names; the playground reads its knobs' ranges from it.
   HttpResponse ModelInfo(const HttpRequestHead& head) {
     v1::GetModelInfoResponse info;
-    if (absl::Status st = service_->DescribeModel(head.Header("Authorization"), &info); !st.ok()) {
+    if (absl::Status st = gateway_->DescribeModel(head.Header("Authorization"), &info); !st.ok()) {
       return ErrorResponse(st);
     }
     google::protobuf::util::JsonPrintOptions options;
@@ -376,25 +375,25 @@ class Routes final : public HttpRoutes {
 
   HttpReply Generate(OpenAiEndpoint endpoint, const char* method, const HttpRequest& req) {
     const absl::Time start = absl::Now();
-    const std::string log_id = service_->LogId(v1::GenerateRequest());
+    const std::string log_id = gateway_->LogId(v1::GenerateRequest());
     const std::optional<std::string_view> authorization = req.head.Header("Authorization");
     auto reject = [&](const absl::Status& status) {
-      service_->RecordCall(method, log_id, ToGrpcStatus(status), nullptr, start, "http");
+      gateway_->RecordCall(method, log_id, status, nullptr, start, "http");
       return Reply(ErrorResponse(status));
     };
     Engine* engine = nullptr;
-    if (absl::Status st = service_->CheckAvailable(authorization, &engine); !st.ok()) {
+    if (absl::Status st = gateway_->CheckAvailable(authorization, &engine); !st.ok()) {
       return reject(st);
     }
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
     if (!parsed.ok()) return reject(parsed.status());
     if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
-    absl::StatusOr<DiffusionService::Admitted> admitted =
-        service_->Admit(authorization, absl::InfiniteFuture(), parsed->request, log_id);
+    absl::StatusOr<Gateway::Admitted> admitted =
+        gateway_->Admit(authorization, absl::InfiniteFuture(), parsed->request, log_id);
     if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
     admitted->request.step_events = parsed->include_steps;
 
-    auto call = std::make_shared<HttpGeneration>(service_, method, log_id, start);
+    auto call = std::make_shared<HttpGeneration>(gateway_, method, log_id, start);
     absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
     if (!id.ok()) return reject(RenameFieldInError(id.status(), *parsed));
     call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
@@ -413,15 +412,14 @@ class Routes final : public HttpRoutes {
     return reply;
   }
 
-  DiffusionService* const service_;
+  Gateway* const gateway_;
   std::string model_name_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig& config,
-                                                              DiffusionService* service,
-                                                              Logger* logger) {
+                                                              Gateway* gateway, Logger* logger) {
   HttpListenerOptions options;
   if (config.tls.enabled()) {
     for (const auto& [key, path] :
@@ -456,7 +454,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
     logger->Warning(std::string(event),
                     {{"detail", std::string(detail)}, {"suppressed", suppressed}});
   };
-  out->routes_ = std::make_unique<Routes>(config, service);
+  out->routes_ = std::make_unique<Routes>(config, gateway);
   absl::StatusOr<std::unique_ptr<HttpListener>> listener =
       HttpListener::Start(std::move(options), out->routes_.get());
   if (!listener.ok()) return listener.status();

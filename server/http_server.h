@@ -4,8 +4,8 @@
 //   GET  /v1/models, GET /v1/models/{id}
 //   GET  /health                                      200 while serving, else 503 (no auth)
 //
-// It is a second transport over the same DiffusionService: the same bearer tokens, the same
-// request mapping and limits (JSON -> v1::GenerateRequest -> GenerationRequest), the same
+// It is a second transport over the same Gateway as gRPC (gateway.h): the same bearer tokens, the
+// same request mapping and limits (JSON -> v1::GenerateRequest -> GenerationRequest), the same
 // engine queue (a full queue is 429), the same drain (503 once SetDraining was called) and
 // the same dllm_requests_total counter (protocol="http"). Request JSON mapping lives in
 // http_openai_mapping.h, status mapping in http_status_mapping.h.
@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/config.h"
-#include "server/diffusion_service.h"
+#include "server/gateway.h"
 #include "server/http_listener.h"
 #include "server/log_rate_limiter.h"
 #include "server/logger.h"
@@ -46,12 +46,11 @@ namespace dllm {
 
 class HttpServer {
  public:
-  // Binds http.address:http.port and starts serving on background threads. `service` and
+  // Binds http.address:http.port and starts serving on background threads. `gateway` and
   // `logger` must outlive the server. UNAVAILABLE when the port cannot be bound,
   // INVALID_ARGUMENT/NOT_FOUND for unusable TLS files.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const ServerConfig& config,
-                                                           DiffusionService* service,
-                                                           Logger* logger);
+                                                           Gateway* gateway, Logger* logger);
   ~HttpServer();
 
   int port() const;

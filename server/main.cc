@@ -34,6 +34,7 @@
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/diffusion_service.h"
+#include "server/gateway.h"
 #include "server/grpc_listener.h"
 #include "server/http_server.h"
 #include "server/logger.h"
@@ -221,7 +222,9 @@ int Run(int argc, char** argv) {
     exposer->RegisterCollectable(process_metrics);
   }
 
-  DiffusionService service(config, auth->get(), metrics.get(), &logger);
+  // Declared before both transports, so destroyed after them (their calls point at it).
+  Gateway gateway(config, auth->get(), metrics.get(), &logger);
+  DiffusionService service(&gateway);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // The gRPC port's socket is ours (server/grpc_listener.h): a drain can close it.
@@ -252,7 +255,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<HttpServer> http;
   if (config.http.port != 0) {
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(config, &service, &logger);
+        HttpServer::Start(config, &gateway, &logger);
     if (!started.ok()) {
       server->Shutdown(std::chrono::system_clock::now());
       return fail("http", started.status());
@@ -310,7 +313,7 @@ int Run(int argc, char** argv) {
     }
     logger.Info("warmup_done", {{"ms", absl::ToDoubleMilliseconds(absl::Now() - warm_start)}});
   }
-  if (absl::Status st = service.AttachEngine(engine->get()); !st.ok()) {
+  if (absl::Status st = gateway.AttachEngine(engine->get()); !st.ok()) {
     server->Shutdown(std::chrono::system_clock::now());
     return fail("config", st);
   }
@@ -324,7 +327,7 @@ int Run(int argc, char** argv) {
   // NOT_SERVING while every call is still served, so that balancers and clients that check
   // health move away first. A second signal cuts it short.
   health->SetServingStatus(false);
-  service.SetLameDuck();
+  gateway.SetLameDuck();
   if (signal_number == SIGTERM && config.server.lame_duck_seconds > 0) {
     logger.Info("lame_duck", {{"seconds", config.server.lame_duck_seconds}});
     WaitForStopSignalFor(absl::Seconds(config.server.lame_duck_seconds));
@@ -343,11 +346,11 @@ int Run(int argc, char** argv) {
   // A connection accepted just before the listener closed (a balancer that opens one per
   // call) sends its call a moment later: admit it rather than refuse it.
   absl::SleepFor(kAcceptedConnectionGrace);
-  service.SetDraining();
+  gateway.SetDraining();
   (*engine)->Drain(absl::Seconds(config.server.drain_timeout_seconds));
   // Every accepted request has its final event now; wait until gRPC has handed their replies
   // to the transport, and give the kernel a moment to send them.
-  service.WaitForOpenCalls(std::max(absl::ZeroDuration(), std::min(absl::FromChrono(kShutdownGrace),
+  gateway.WaitForOpenCalls(std::max(absl::ZeroDuration(), std::min(absl::FromChrono(kShutdownGrace),
                                                                    stop_deadline - absl::Now())));
   absl::SleepFor(kFinalFlush);
   // HTTP: close the listener and wait for its connection threads, i.e. until every HTTP

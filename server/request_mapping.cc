@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "engine/core/shortest_decimal.h"
 #include "engine/core/status_macros.h"
 
 namespace dllm {
@@ -14,28 +12,6 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
-}
-
-// A value in an error message: floats with enough digits to show how they miss a bound.
-template <typename T>
-std::string Num(T value) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return ShortestDecimal(value);
-  } else {
-    return absl::StrCat(value);
-  }
-}
-
-// Inclusive range check that also rejects NaN.
-template <typename T>
-absl::Status InRange(absl::string_view field, T value, T lo, T hi, absl::string_view bound_name) {
-  if (!(value >= lo && value <= hi)) {
-    if (!bound_name.empty() && value > hi) {
-      return Invalid(field, absl::StrCat(Num(value), " exceeds ", bound_name, " (", Num(hi), ")"));
-    }
-    return Invalid(field, absl::StrCat(Num(value), " is outside [", Num(lo), ", ", Num(hi), "]"));
-  }
-  return absl::OkStatus();
 }
 
 // Text bytes of the input before templating; bounded before anything tokenizes it.
@@ -182,32 +158,6 @@ v1::CachePolicy ToProto(CachePolicyKind p) {
   return v1::CACHE_POLICY_UNSPECIFIED;
 }
 
-RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& d,
-                                       const CacheDefaults& c) {
-  RequestDefaults out;
-  out.decoding = model.default_decoding;
-  out.cache = model.default_cache;
-  out.max_new_tokens = d.max_new_tokens.value_or(model.default_max_new_tokens);
-  auto& o = out.decoding;
-  if (d.schedule) o.schedule = *d.schedule;
-  if (d.remasking) o.remasking = *d.remasking;
-  if (d.steps) o.steps = *d.steps;
-  if (d.block_length) o.block_length = *d.block_length;
-  if (d.window) o.window = *d.window;
-  if (d.confidence_threshold) o.confidence_threshold = *d.confidence_threshold;
-  if (d.eps) o.eps = *d.eps;
-  if (d.alg_temp) o.alg_temp = *d.alg_temp;
-  if (d.temperature) o.temperature = *d.temperature;
-  if (d.top_k) o.top_k = *d.top_k;
-  if (d.top_p) o.top_p = *d.top_p;
-  if (d.seed) o.seed = *d.seed;
-  if (c.policy) out.cache.policy = *c.policy;
-  if (c.entropy_threshold) out.cache.entropy_threshold = *c.entropy_threshold;
-  if (c.recent_k) out.cache.recent_k = *c.recent_k;
-  if (c.refresh_interval) out.cache.refresh_interval = *c.refresh_interval;
-  return out;
-}
-
 absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits) {
   if (prompt_tokens > static_cast<size_t>(limits.max_prompt_tokens)) {
     return Invalid("input", absl::StrCat("prompt is ", prompt_tokens,
@@ -280,8 +230,6 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
 
   out.max_new_tokens =
       request.has_max_new_tokens() ? request.max_new_tokens() : defaults.max_new_tokens;
-  DLLM_RETURN_IF_ERROR(InRange("max_new_tokens", out.max_new_tokens, 1, limits.max_new_tokens,
-                               "limits.max_new_tokens"));
 
   // ---- decoding
   const auto& d = request.decoding();
@@ -300,7 +248,8 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   if (d.has_steps()) p.steps = d.steps();
   if (d.has_block_length()) {
     p.block_length = d.block_length();
-  } else if (p.schedule == Schedule::kBlock && p.block_length > out.max_new_tokens) {
+  } else if (p.schedule == Schedule::kBlock && p.block_length > out.max_new_tokens &&
+             out.max_new_tokens >= 1) {
     // A default block longer than a short answer would be rejected by the engine; one
     // block covering the whole answer is what the caller evidently wants.
     p.block_length = out.max_new_tokens;
@@ -313,24 +262,6 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   if (d.has_seed()) p.seed = d.seed();
   if (d.has_eps()) p.eps = d.eps();
   if (d.has_alg_temp()) p.alg_temp = d.alg_temp();
-  DLLM_RETURN_IF_ERROR(InRange("decoding.steps", p.steps, 0, limits.max_steps, "limits.max_steps"));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.block_length", p.block_length, 1, limits.max_block_length,
-                               "limits.max_block_length"));
-  DLLM_RETURN_IF_ERROR(
-      InRange("decoding.window", p.window, 1, limits.max_window, "limits.max_window"));
-  DLLM_RETURN_IF_ERROR(
-      InRange("decoding.confidence_threshold", p.confidence_threshold, 0.0f, 1.0f, ""));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.temperature", p.temperature, 0.0f, limits.max_temperature,
-                               "limits.max_temperature"));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.top_k", p.top_k, 0,
-                               model.vocab_size > 0 ? model.vocab_size : 1 << 30, "vocab_size"));
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return Invalid("decoding.top_p", absl::StrCat(Num(p.top_p), " is outside (0, 1]"));
-  }
-  if (!(p.eps > 0.0f && p.eps < 1.0f)) {
-    return Invalid("decoding.eps", absl::StrCat(Num(p.eps), " is outside (0, 1)"));
-  }
-  DLLM_RETURN_IF_ERROR(InRange("decoding.alg_temp", p.alg_temp, 0.0f, 100.0f, ""));
 
   // ---- cache
   const auto& c = request.cache();
@@ -341,31 +272,23 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
     if (!policy) return Invalid("cache.policy", absl::StrCat("unknown value ", c.policy()));
     k.policy = *policy;
   }
-  bool allowed = false;
-  for (CachePolicyKind a : limits.allowed_cache_policies) allowed |= (a == k.policy);
-  if (!allowed) {
-    return Invalid("cache.policy", absl::StrCat("'", std::string(Name(k.policy)),
-                                                "' is not in limits.allowed_cache_policies"));
-  }
   if (c.has_entropy_threshold()) k.entropy_threshold = c.entropy_threshold();
   if (c.has_recent_k()) k.recent_k = c.recent_k();
   if (c.has_refresh_interval()) k.refresh_interval = c.refresh_interval();
-  if (c.has_shadow_sample_rate()) {
-    DLLM_RETURN_IF_ERROR(InRange("cache.shadow_sample_rate", c.shadow_sample_rate(), 0.0f,
-                                 limits.max_shadow_sample_rate, "limits.max_shadow_sample_rate"));
-    k.shadow_sample_rate = c.shadow_sample_rate();
-  }
-  if (!(k.entropy_threshold >= 0.0f)) {  // +inf is allowed: never refresh on entropy
-    return Invalid("cache.entropy_threshold", absl::StrCat(k.entropy_threshold, " must be >= 0"));
-  }
-  if (k.recent_k < 0) return Invalid("cache.recent_k", absl::StrCat(k.recent_k, " must be >= 0"));
-  DLLM_RETURN_IF_ERROR(InRange("cache.refresh_interval", k.refresh_interval, 1, limits.max_steps,
-                               "limits.max_steps"));
+  if (c.has_shadow_sample_rate()) k.shadow_sample_rate = c.shadow_sample_rate();
+  DLLM_RETURN_IF_ERROR(
+      ValidateParams(out.max_new_tokens, p, k, ToParamLimits(limits, model.vocab_size)));
 
   // ---- streaming
   out.snapshot_every_steps = request.stream().canvas_every_steps();
-  DLLM_RETURN_IF_ERROR(InRange("stream.canvas_every_steps", out.snapshot_every_steps, 0,
-                               limits.max_steps, "limits.max_steps"));
+  if (out.snapshot_every_steps < 0 || out.snapshot_every_steps > limits.max_steps) {
+    return Invalid(
+        "stream.canvas_every_steps",
+        out.snapshot_every_steps < 0
+            ? absl::StrCat(out.snapshot_every_steps, " is outside [0, ", limits.max_steps, "]")
+            : absl::StrCat(out.snapshot_every_steps, " exceeds limits.max_steps (",
+                           limits.max_steps, ")"));
+  }
   return out;
 }
 

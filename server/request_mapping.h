@@ -2,9 +2,11 @@
 //
 // Order of precedence for each knob: the request's field when set, else the operator's
 // configured default (config `decoding:` / `cache:`), else the model family's default
-// (ModelInfo). The result is then checked against the operator's limits; every failure is
+// (ModelInfo; config.h's ResolveRequestDefaults). The result is then checked by
+// ValidateParams (engine/core/params.h) under the operator's limits; every failure is
 // INVALID_ARGUMENT whose message starts with the request field's path and names the bound,
-// e.g. "decoding.steps: 5000 exceeds limits.max_steps (1024)".
+// e.g. "decoding.steps: 5000 exceeds limits.max_steps (1024)". This file only maps: it refuses
+// what cannot be mapped (unknown enum values, a missing input) and bounds the prompt.
 #ifndef DLLM_SERVER_REQUEST_MAPPING_H_
 #define DLLM_SERVER_REQUEST_MAPPING_H_
 
@@ -14,16 +16,6 @@
 #include "server/config.h"
 
 namespace dllm {
-
-// Defaults applied to unset request fields.
-struct RequestDefaults {
-  int max_new_tokens = 64;
-  DecodingParams decoding;
-  CacheParams cache;
-};
-
-RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDefaults& decoding,
-                                       const CacheDefaults& cache);
 
 // Maps and validates everything except the prompt length after chat templating, which
 // needs the tokenizer (see CheckPromptLength). The prompt's (or chat's) size in bytes is

@@ -3,8 +3,11 @@
 // the benches), so a name means the same thing everywhere.
 //
 // Core value types: the decoding layer reads them, engine/engine.h carries them in a
-// GenerationRequest, and server/ maps transports onto them. Validation of their values is
-// engine/decoding/params_validation.h (one domain per field).
+// GenerationRequest, and server/ maps transports onto them. ValidateParams below is the one
+// domain of every field: the engine checks each submitted request with it, and the server
+// checks its configured defaults and each request (after applying defaults) with the same
+// function under its own limits, so a value means the same thing and gets the same message
+// on every path.
 #ifndef DLLM_ENGINE_CORE_PARAMS_H_
 #define DLLM_ENGINE_CORE_PARAMS_H_
 
@@ -13,6 +16,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
 
 namespace dllm {
 
@@ -56,9 +62,12 @@ enum class CachePolicyKind {
 
 struct CacheParams {
   CachePolicyKind policy = CachePolicyKind::kNone;
-  float entropy_threshold = 0.5f;  // tau, nats: max committed entropy > tau => next step full
-  int recent_k = 32;               // most recently committed tokens recomputed in partial steps
-  int refresh_interval = 8;        // kInterval
+  // tau, nats. Any value but NaN: the next step is full when the step's max committed entropy
+  // exceeds it, so tau < 0 (e.g. -inf) makes every step full and +inf never refreshes on
+  // entropy (HTTP JSON has no infinities; a negative tau is how it asks for "always full").
+  float entropy_threshold = 0.5f;
+  int recent_k = 32;         // most recently committed tokens recomputed in partial steps
+  int refresh_interval = 8;  // kInterval
   // kD2Cache, at d2Cache's published defaults: masked rows recomputed per step, the
   // attention-rollout nucleus mass, and the certainty-density Gaussian's width (positions).
   int d2_current_k = 32;
@@ -97,6 +106,41 @@ inline constexpr std::array kAllCachePolicies = {
 std::string ScheduleNames();
 std::string RemaskingNames();
 std::string CachePolicyNames();
+
+// Bounds on request parameters beyond their intrinsic domains. The defaults are the engine's
+// own guards against absurd requests (not model limits); a server narrows them with its
+// operator limits (config `limits:`).
+struct ParamLimits {
+  int max_new_tokens = 1 << 20;
+  int max_steps = 1 << 16;
+  int max_block_length = 1 << 20;
+  int max_window = 1 << 20;
+  float max_temperature = 100.0f;
+  float max_shadow_sample_rate = 1.0f;
+  int vocab_size = 0;  // > 0: decoding.top_k <= vocab_size
+  std::vector<CachePolicyKind> allowed_cache_policies = {kAllCachePolicies.begin(),
+                                                         kAllCachePolicies.end()};
+  // Config section the bounds come from, for messages: "limits" makes an excess read
+  // "decoding.steps: 5000 exceeds limits.max_steps (1024)"; empty: "... is outside [0, 65536]".
+  std::string section;
+};
+
+// The domain of each field on its own (no rule between fields): ranges, NaN and the
+// allowed cache policies. What a server can check of its configured defaults before a model
+// says what the unset ones are. INVALID_ARGUMENT "<field>: <reason>", e.g.
+// "decoding.top_p: 0 is outside (0, 1]".
+absl::Status ValidateParamFields(const DecodingParams& decoding, const CacheParams& cache,
+                                 const ParamLimits& limits);
+
+// max_new_tokens in [1, limits.max_new_tokens].
+absl::Status ValidateMaxNewTokens(int max_new_tokens, const ParamLimits& limits);
+
+// Every field's domain (ValidateParamFields) and max_new_tokens' (ValidateMaxNewTokens), then the
+// rules between fields: decoding.block_length divides max_new_tokens under the block schedule,
+// steps are a multiple of the blocks (quota mode), remasking origin needs the timestep schedule,
+// the confidence threshold does not apply to it, and the dual and prefix caches need blocks.
+absl::Status ValidateParams(int max_new_tokens, const DecodingParams& decoding,
+                            const CacheParams& cache, const ParamLimits& limits);
 
 }  // namespace dllm
 

@@ -21,7 +21,7 @@ list(LENGTH lines n)
 if(NOT n EQUAL 13)
   message(FATAL_ERROR "expected 13 result lines, got ${n}:\n${out}\n${err}")
 endif()
-if(NOT out MATCHES "\"error\":\"INVALID_ARGUMENT: cache.policy dual requires")
+if(NOT out MATCHES "\"error\":\"INVALID_ARGUMENT: cache.policy: dual requires decoding.schedule block")
   message(FATAL_ERROR "expected the dual/window rejection line:\n${out}")
 endif()
 # The baseline (default: vanilla) comes first, measured in the same run, and every row

@@ -11,8 +11,7 @@
 
 #include "server/diffusion_service.h"
 #include "server/request_decoding.h"
-#include "tests/server/fake_engine.h"
-#include "tests/server/locked_log.h"
+#include "tests/support/grpc_harness.h"
 
 namespace dllm {
 namespace {
@@ -29,84 +28,12 @@ class CountingEngine : public testing::FakeEngine {
   mutable std::atomic<int> tokenize_calls{0};
 };
 
-class Harness {
+// queue capacity 64, like the server's default.
+class Harness : public testing::GrpcHarness<CountingEngine> {
  public:
   explicit Harness(ServerConfig config = {}, absl::Duration step = absl::Milliseconds(1))
-      : config_(std::move(config)),
-        logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
-        engine_(64, step, &metrics_) {
-    auto auth = TokenAuthenticator::Create(
-        config_.auth, [](const std::string&) { return std::optional<std::string>(); });
-    REQUIRE(auth.ok());
-    auth_ = *std::move(auth);
-    service_ = std::make_unique<DiffusionService>(config_, auth_.get(), &metrics_, &logger_);
-    REQUIRE(service_->AttachEngine(&engine_).ok());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_send_message_bytes));
-    server_ = builder.BuildAndStart();
-    REQUIRE(port != 0);
-    auto channel =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-    stub_ = v1::DiffusionLM::NewStub(channel);
-  }
-  ~Harness() {
-    engine_.Drain(absl::Seconds(5));
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  }
-
-  v1::DiffusionLM::Stub& stub() { return *stub_; }
-  CountingEngine& engine() { return engine_; }
-  std::string log() { return log_.str(); }  // complete once the calls of interest finished
-  int LogLines(const std::string& needle) {
-    std::istringstream in(log());
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
-    return n;
-  }
-  double Requests(const std::string& code) { return RequestCounts()[code]; }
-  // dllm_requests_total{protocol="grpc"} by status, from one scrape of the registry.
-  std::map<std::string, double> RequestCounts() {
-    prometheus::TextSerializer serializer;
-    std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
-    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"";
-    std::map<std::string, double> counts;
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind(prefix, 0) != 0) continue;
-      const size_t end = line.find("\"} ", prefix.size());
-      if (end == std::string::npos) continue;
-      counts[line.substr(prefix.size(), end - prefix.size())] = std::stod(line.substr(end + 3));
-    }
-    return counts;
-  }
-  // Waits until the server has recorded `n` generation calls in all, at most 30 s of wall
-  // time (a loaded CI machine, or a sanitizer build, can starve the worker for seconds).
-  double WaitForRecorded(double n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    double total = 0;
-    while (true) {
-      total = 0;
-      for (const auto& [code, count] : RequestCounts()) total += count;
-      if (total >= n || absl::Now() >= deadline) break;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return total;
-  }
-
- private:
-  ServerConfig config_;
-  testing::LockedLog log_;
-  Logger logger_;
-  ServerMetrics metrics_;
-  CountingEngine engine_;
-  std::unique_ptr<TokenAuthenticator> auth_;
-  std::unique_ptr<DiffusionService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::DiffusionLM::Stub> stub_;
+      : GrpcHarness(std::move(config), 64, step) {}
+  double Requests(const std::string& code) { return RequestsWithStatus(code); }
 };
 
 v1::GenerateRequest Prompt(const std::string& text, int tokens) {
@@ -231,19 +158,19 @@ TEST_CASE("reliability: a reply over max_send_message_bytes is counted as what t
   {
     grpc::ClientContext context;
     v1::GenerateResponse response;
-    const grpc::Status status = h.stub().Generate(&context, Prompt("x", 400), &response);
+    const grpc::Status status = h.stub().Generate(&context, Prompt("x", 384), &response);
     CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
     CHECK_THAT(status.error_message(), Catch::Contains("max_send_message_bytes"));
   }
   {
     grpc::ClientContext context;
-    auto reader = h.stub().GenerateStream(&context, Prompt("x", 400));
+    auto reader = h.stub().GenerateStream(&context, Prompt("x", 384));
     v1::GenerateStreamResponse message;
     std::string text;
     while (reader->Read(&message)) text += message.committed().text();
     const grpc::Status status = reader->Finish();
     CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-    CHECK(text == testing::FakeEngine::ExpectedText(400));  // the deltas all arrived
+    CHECK(text == testing::FakeEngine::ExpectedText(384));  // the deltas all arrived
   }
   CHECK(h.WaitForRecorded(2) == 2);
   CHECK(h.Requests("OK") == 0);  // was 2: logged and counted as OK
@@ -267,10 +194,10 @@ TEST_CASE("reliability: expired calls count as DEADLINE_EXCEEDED, once each",
                            std::chrono::milliseconds(50 + 5 * i));
       if (i % 2 == 0) {
         v1::GenerateResponse response;
-        const grpc::Status status = h.stub().Generate(&context, Prompt("x", 500), &response);
+        const grpc::Status status = h.stub().Generate(&context, Prompt("x", 512), &response);
         client_deadline += status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       } else {
-        auto reader = h.stub().GenerateStream(&context, Prompt("x", 500));
+        auto reader = h.stub().GenerateStream(&context, Prompt("x", 512));
         v1::GenerateStreamResponse message;
         while (reader->Read(&message)) {
         }
@@ -302,7 +229,7 @@ TEST_CASE("reliability: a storm of rejected calls is counted in full but logged 
   CHECK(h.Requests("INVALID_ARGUMENT") == kCalls);
   const int lines = h.LogLines("request_done");
   CHECK(lines >= 1);
-  CHECK(lines <= DiffusionService::kRejectedLogLinesPerSecond * (static_cast<int>(seconds) + 2));
+  CHECK(lines <= Gateway::kRejectedLogLinesPerSecond * (static_cast<int>(seconds) + 2));
   if (seconds < 1.0) CHECK(lines < kCalls);
 }
 

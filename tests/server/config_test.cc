@@ -101,8 +101,9 @@ TEST_CASE("config: errors name the key and the reason") {
   CHECK_THAT(ErrorOf("limits: {allowed_cache_policies: [none, fast]}"),
              Catch::Contains("limits.allowed_cache_policies[1]: unknown value 'fast'"));
   CHECK_THAT(ErrorOf("metrics: {port: 70000}"), Catch::Contains("metrics.port"));
-  CHECK_THAT(ErrorOf("cache: {shadow_sample_rate: 1.5}"),
-             Catch::Contains("cache.shadow_sample_rate: must be in [0, 1]"));
+  CHECK_THAT(
+      ErrorOf("cache: {shadow_sample_rate: 1.5}"),
+      Catch::Contains("cache.shadow_sample_rate: 1.5 exceeds limits.max_shadow_sample_rate"));
   CHECK_THAT(
       ErrorOf("cache: {shadow_sample_rate: 0.25}"),
       Catch::Contains("cache.shadow_sample_rate: 0.25 exceeds limits.max_shadow_sample_rate"));

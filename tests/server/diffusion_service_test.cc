@@ -1,4 +1,5 @@
-// Drives DiffusionService over a real gRPC channel on loopback against FakeEngine.
+// Drives DiffusionService and its Gateway over a real gRPC channel on loopback against
+// FakeEngine.
 #include "server/diffusion_service.h"
 
 #include <grpcpp/generic/generic_stub.h>
@@ -9,71 +10,14 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/server/fake_engine.h"
-#include "tests/server/locked_log.h"
+#include "tests/support/grpc_harness.h"
 
 namespace dllm {
 namespace {
 
 using testing::FakeEngine;
 
-class Harness {
- public:
-  explicit Harness(ServerConfig config = {}, int queue_capacity = 64,
-                   absl::Duration step = absl::Milliseconds(1), bool attach = true)
-      : config_(std::move(config)),
-        logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
-        engine_(queue_capacity, step, &metrics_) {
-    auto auth = TokenAuthenticator::Create(config_.auth, [](const std::string& name) {
-      return name == "TEST_TOKENS" ? std::optional<std::string>("secret1,secret2") : std::nullopt;
-    });
-    REQUIRE(auth.ok());
-    auth_ = *std::move(auth);
-    service_ = std::make_unique<DiffusionService>(config_, auth_.get(), &metrics_, &logger_);
-    if (attach) REQUIRE(service_->AttachEngine(&engine_).ok());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    REQUIRE(port != 0);
-    channel_ =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-    stub_ = v1::DiffusionLM::NewStub(channel_);
-  }
-  ~Harness() {
-    engine_.Drain(absl::Seconds(5));
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  }
-
-  v1::DiffusionLM::Stub& stub() { return *stub_; }
-  std::shared_ptr<grpc::Channel> channel() { return channel_; }
-  FakeEngine& engine() { return engine_; }
-  DiffusionService& service() { return *service_; }
-  std::string log() { return log_.str(); }
-  double RequestsWithStatus(const std::string& code) {
-    prometheus::TextSerializer serializer;
-    std::istringstream in(serializer.Serialize(metrics_.registry()->Collect()));
-    const std::string prefix = "dllm_requests_total{protocol=\"grpc\",status=\"" + code + "\"} ";
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-    }
-    return 0;
-  }
-
- private:
-  ServerConfig config_;
-  testing::LockedLog log_;
-  Logger logger_;
-  ServerMetrics metrics_;
-  FakeEngine engine_;
-  std::unique_ptr<TokenAuthenticator> auth_;
-  std::unique_ptr<DiffusionService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::DiffusionLM::Stub> stub_;
-};
+using Harness = testing::GrpcHarness<>;
 
 v1::GenerateRequest Prompt(const std::string& text, int tokens) {
   v1::GenerateRequest r;
@@ -145,7 +89,7 @@ TEST_CASE("service: stream deltas concatenate to the final text; snapshots arriv
 TEST_CASE("service: client cancellation mid-stream reaches the engine") {
   Harness h(ServerConfig{}, 64, absl::Milliseconds(20));
   grpc::ClientContext context;
-  auto reader = h.stub().GenerateStream(&context, Prompt("x", 200));
+  auto reader = h.stub().GenerateStream(&context, Prompt("x", 192));
   v1::GenerateStreamResponse message;
   REQUIRE(reader->Read(&message));
   context.TryCancel();
@@ -168,7 +112,7 @@ TEST_CASE("service: the call deadline is passed to the engine") {
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(300);
   context.set_deadline(deadline);
   v1::GenerateResponse response;
-  grpc::Status status = h.stub().Generate(&context, Prompt("x", 500), &response);
+  grpc::Status status = h.stub().Generate(&context, Prompt("x", 512), &response);
   CHECK(status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
   const auto submitted = h.engine().submitted();
   REQUIRE(submitted.size() == 1);
@@ -279,7 +223,7 @@ TEST_CASE("service: bearer tokens are enforced") {
 TEST_CASE("service: a full engine queue is RESOURCE_EXHAUSTED") {
   Harness h(ServerConfig{}, /*queue_capacity=*/1, absl::Milliseconds(20));
   grpc::ClientContext first_context;
-  auto first = h.stub().GenerateStream(&first_context, Prompt("x", 100));
+  auto first = h.stub().GenerateStream(&first_context, Prompt("x", 96));
   v1::GenerateStreamResponse message;
   REQUIRE(first->Read(&message));  // the first request occupies the only slot
   grpc::ClientContext context;
@@ -301,13 +245,13 @@ TEST_CASE("service: UNAVAILABLE while loading and while draining") {
     CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
     CHECK_THAT(st.error_message(), Catch::Contains("loading"));
   }
-  REQUIRE(h.service().AttachEngine(&h.engine()).ok());
+  REQUIRE(h.gateway().AttachEngine(&h.engine()).ok());
   {
     grpc::ClientContext context;
     v1::GenerateResponse response;
     CHECK(h.stub().Generate(&context, Prompt("x", 2), &response).ok());
   }
-  h.service().SetDraining();
+  h.gateway().SetDraining();
   grpc::ClientContext context;
   v1::GenerateResponse response;
   grpc::Status st = h.stub().Generate(&context, Prompt("x", 2), &response);
@@ -326,10 +270,10 @@ TEST_CASE("service: drain lets in-flight requests finish; timed-out ones end UNA
   std::thread long_call([&] {
     grpc::ClientContext context;
     v1::GenerateResponse response;
-    long_status = h.stub().Generate(&context, Prompt("x", 400), &response);
+    long_status = h.stub().Generate(&context, Prompt("x", 384), &response);
   });
   for (int i = 0; i < 500 && h.engine().active() < 2; ++i) absl::SleepFor(absl::Milliseconds(2));
-  h.service().SetDraining();
+  h.gateway().SetDraining();
   h.engine().Drain(absl::Milliseconds(500));
   short_call.join();
   long_call.join();
@@ -373,7 +317,7 @@ TEST_CASE("service: model defaults that violate the limits are refused at attach
   ServerConfig config;
   config.limits.max_block_length = 16;  // FakeEngine's model default is 32
   Harness h(config, 64, absl::Milliseconds(1), /*attach=*/false);
-  const absl::Status st = h.service().AttachEngine(&h.engine());
+  const absl::Status st = h.gateway().AttachEngine(&h.engine());
   CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(st.message()), Catch::Contains("decoding.block_length"));
 }

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
-#include "tests/server/fake_engine.h"
+#include "tests/support/fake_engine.h"
 
 namespace dllm {
 namespace {

@@ -39,7 +39,7 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   config_decoding.block_length = 16;
   config_decoding.temperature = 0.5f;
   CacheDefaults config_cache;
-  config_cache.policy = CachePolicyKind::kDual;
+  config_cache.policy = CachePolicyKind::kInterval;
   const RequestDefaults defaults = ResolveRequestDefaults(model, config_decoding, config_cache);
 
   v1::GenerateRequest r = Prompt("hi");
@@ -54,7 +54,7 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   CHECK(g->decoding.temperature == 0.0f);                // request (proto3 optional)
   CHECK(g->decoding.schedule == Schedule::kWindow);      // request
   CHECK(g->decoding.steps == 0);                         // model
-  CHECK(g->cache.policy == CachePolicyKind::kDual);      // config
+  CHECK(g->cache.policy == CachePolicyKind::kInterval);  // config
   CHECK(g->cache.recent_k == 8);                         // request
   CHECK_FALSE(g->cache.shadow_sample_rate.has_value());  // unset: the engine's rate
   r.mutable_cache()->set_shadow_sample_rate(0.05f);
@@ -142,8 +142,20 @@ TEST_CASE("request mapping: every bad field is named with its bound") {
   CHECK_THAT(
       ErrorOf(with([](auto& q) { q.mutable_cache()->set_policy(v1::CACHE_POLICY_DUAL); }), limits),
       Catch::Contains("cache.policy: 'dual' is not in limits.allowed_cache_policies"));
-  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_entropy_threshold(-1); }), limits),
-             Catch::Contains("cache.entropy_threshold"));
+  // tau's domain is every value but NaN (engine/core/params.h): -1 means every step full.
+  CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_entropy_threshold(std::nanf("")); }),
+                     limits),
+             Catch::StartsWith("cache.entropy_threshold: must not be NaN"));
+  {
+    const ModelInfo model = TestModel();
+    v1::GenerateRequest always_full =
+        with([](auto& q) { q.mutable_cache()->set_entropy_threshold(-1); });
+    absl::StatusOr<GenerationRequest> g =
+        ToGenerationRequest(always_full, ResolveRequestDefaults(model, {}, {}), limits, model);
+    INFO(g.status().ToString());
+    REQUIRE(g.ok());
+    CHECK(g->cache.entropy_threshold == -1.0f);
+  }
   CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_recent_k(-1); }), limits),
              Catch::Contains("cache.recent_k"));
   CHECK_THAT(ErrorOf(with([](auto& q) { q.mutable_cache()->set_refresh_interval(0); }), limits),
@@ -218,10 +230,14 @@ TEST_CASE("request mapping: an unset default block longer than the answer is sho
   absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, {}, model);
   REQUIRE(g.ok());
   CHECK(g->decoding.block_length == 8);
-  r.mutable_decoding()->set_block_length(16);  // explicit values are left to the engine
+  r.mutable_decoding()->set_block_length(16);  // an explicit value is the caller's: refused
+  g = ToGenerationRequest(r, defaults, {}, model);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message() == "decoding.block_length: 16 exceeds max_new_tokens (8)");
+  r.mutable_decoding()->set_block_length(4);
   g = ToGenerationRequest(r, defaults, {}, model);
   REQUIRE(g.ok());
-  CHECK(g->decoding.block_length == 16);
+  CHECK(g->decoding.block_length == 4);
   r.set_max_new_tokens(64);
   r.mutable_decoding()->clear_block_length();
   g = ToGenerationRequest(r, defaults, {}, model);

@@ -331,6 +331,45 @@ TEST_CASE("Chat messages are rendered and tokenized", "[engine][integration]") {
   CHECK(f.stats.prompt_tokens == static_cast<int>(ids->size()));
 }
 
+// The checks the forward pass used to repeat (forward_plan.cc, now debug assertions): a
+// request with them never gets a sequence.
+TEST_CASE("Submit refuses bad sampling parameters, naming the field", "[engine][integration]") {
+  auto engine = MakeEngine("llada_mha");
+  GenerationRequest ok;
+  ok.prompt_ids = {5, 6, 7};
+  ok.max_new_tokens = 4;
+  ok.decoding.block_length = 4;
+  struct Case {
+    void (*edit)(GenerationRequest&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](GenerationRequest& r) { r.decoding.temperature = -1.0f; },
+       "decoding.temperature: -1 is outside [0, 100]"},
+      {[](GenerationRequest& r) { r.decoding.temperature = NAN; },
+       "decoding.temperature: nan is outside [0, 100]"},
+      {[](GenerationRequest& r) { r.decoding.top_p = 0.0f; },
+       "decoding.top_p: 0 is outside (0, 1]"},
+      {[](GenerationRequest& r) { r.decoding.top_p = 1.5f; },
+       "decoding.top_p: 1.5 is outside (0, 1]"},
+      {[](GenerationRequest& r) { r.decoding.top_k = -2; },
+       "decoding.top_k: -2 is outside [0, 1073741824]"},
+      {[](GenerationRequest& r) { r.max_new_tokens = 0; },
+       "max_new_tokens: 0 is outside [1, 1024]"},
+  };
+  for (const Case& c : cases) {
+    GenerationRequest r = ok;
+    c.edit(r);
+    auto sink = std::make_shared<CollectSink>();
+    const auto id = engine->Submit(r, sink);
+    INFO(c.message);
+    REQUIRE_FALSE(id.ok());
+    CHECK(absl::IsInvalidArgument(id.status()));
+    CHECK(id.status().message() == c.message);
+  }
+  RunOne(*engine, ok);  // and the engine still serves
+}
+
 TEST_CASE("Engine::Create reports a missing model folder", "[engine][integration]") {
   EngineOptions options;
   options.model_dir = "/nonexistent/model";

@@ -489,8 +489,10 @@ TEST_CASE("Submit validates requests and names the field", "[scheduler][validati
   };
   DecodingParams d;
   d.block_length = 8;
-  expect(Request(d, {}, 101), absl::StatusCode::kInvalidArgument, "max_new_tokens (101)");
-  expect(Request(d, {}, 0), absl::StatusCode::kInvalidArgument, "max_new_tokens (0)");
+  expect(Request(d, {}, 101), absl::StatusCode::kInvalidArgument,
+         "max_new_tokens: 101 is outside [1, 100]");
+  expect(Request(d, {}, 0), absl::StatusCode::kInvalidArgument,
+         "max_new_tokens: 0 is outside [1, 100]");
   GenerationRequest bad_id = Request(d);
   bad_id.prompt_ids[1] = 64;
   expect(bad_id, absl::StatusCode::kInvalidArgument, "prompt_ids[1] = 64");
@@ -502,7 +504,8 @@ TEST_CASE("Submit validates requests and names the field", "[scheduler][validati
   expect(empty, absl::StatusCode::kInvalidArgument, "no input");
   DecodingParams bad_block = d;
   bad_block.block_length = 7;
-  expect(Request(bad_block), absl::StatusCode::kInvalidArgument, "decoding.block_length (7)");
+  expect(Request(bad_block), absl::StatusCode::kInvalidArgument,
+         "decoding.block_length: 7 must divide max_new_tokens (32)");
   GenerationRequest text;
   text.prompt_text = "hello";
   text.decoding = d;

@@ -2,8 +2,8 @@
 // tokens, one per step, on its own worker thread: token i has id 1000+i and text "w<i> ".
 // It honours Cancel, deadlines, Drain and a queue capacity (RESOURCE_EXHAUSTED), sends
 // snapshots every snapshot_every_steps steps, and records what it was given.
-#ifndef DLLM_TESTS_SERVER_FAKE_ENGINE_H_
-#define DLLM_TESTS_SERVER_FAKE_ENGINE_H_
+#ifndef DLLM_TESTS_SUPPORT_FAKE_ENGINE_H_
+#define DLLM_TESTS_SUPPORT_FAKE_ENGINE_H_
 
 #include <atomic>
 #include <map>
@@ -209,4 +209,4 @@ class FakeEngine : public Engine {
 
 }  // namespace dllm::testing
 
-#endif  // DLLM_TESTS_SERVER_FAKE_ENGINE_H_
+#endif  // DLLM_TESTS_SUPPORT_FAKE_ENGINE_H_

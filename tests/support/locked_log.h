@@ -4,8 +4,8 @@
 // a test's read takes no lock. LockedLog guards its text with a mutex of its own, so the reads
 // are safe wherever they happen and ThreadSanitizer sees the order too (it cannot see the order
 // that a gRPC round trip creates inside the uninstrumented gRPC library).
-#ifndef DLLM_TESTS_SERVER_LOCKED_LOG_H_
-#define DLLM_TESTS_SERVER_LOCKED_LOG_H_
+#ifndef DLLM_TESTS_SUPPORT_LOCKED_LOG_H_
+#define DLLM_TESTS_SUPPORT_LOCKED_LOG_H_
 
 #include <ios>
 #include <ostream>
@@ -55,4 +55,4 @@ class LockedLog : public std::ostream {
 
 }  // namespace dllm::testing
 
-#endif  // DLLM_TESTS_SERVER_LOCKED_LOG_H_
+#endif  // DLLM_TESTS_SUPPORT_LOCKED_LOG_H_
