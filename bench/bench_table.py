@@ -7,8 +7,9 @@ family when the tasks carry one), tokens/s, speed-up against the run's baseline,
 generated token, tokens per forward, the mean committed-token entropy and the share of steps
 whose max committed entropy exceeds 0.5 nats (the decoding dynamics; "-" for rows written
 before dllm-bench reported them), rows per step, full-step ratio, the share of step time spent
-in full steps, ms per full / partial step and the cache decision's share of wall time. Rows that dllm-bench
-reports as rejected (an "error" field) are listed under the table with their error.
+in full steps, ms per full / partial step and the cache decision's share of wall time. Rows
+that dllm-bench reports as rejected (an "error" field) are listed under the table with their
+error.
 
 Usage: bench/bench_table.py ROWS.jsonl   (or rows on stdin)
 """

@@ -40,7 +40,10 @@ def probe(host, port, calls, model, token):
             continue
         lat.append(time.perf_counter() - start)
     lat.sort()
-    q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else float("nan")
+
+    def q(p):
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else float("nan")
+
     return {"ok": len(lat), "errors": errors, "p50_ms": q(0.5), "p99_ms": q(0.99)}
 
 
@@ -85,7 +88,7 @@ def main():
     for name, r in (("idle server", idle_phase),
                     ("%d slow + %d idle" % (args.slow, args.idle), loaded)):
         print("%-16s %3d  %6d  %7.2f  %7.2f" % (name, r["ok"], r["errors"], r["p50_ms"],
-                                                 r["p99_ms"]))
+                                                r["p99_ms"]))
     print("p99 ratio loaded/idle: %.2f" % (loaded["p99_ms"] / idle_phase["p99_ms"]))
 
 

@@ -41,7 +41,8 @@ def http_load(host, port, body, requests, concurrency, stream, token):
                     continue
                 latencies.append(elapsed)
                 if stream:
-                    events = [l[6:] for l in data.decode().split("\n") if l.startswith("data: ")]
+                    events = [ln[6:] for ln in data.decode().split("\n")
+                              if ln.startswith("data: ")]
                     tokens[0] += json.loads(events[-2])["usage"]["completion_tokens"]
                 else:
                     tokens[0] += json.loads(data)["usage"]["completion_tokens"]
@@ -54,7 +55,10 @@ def http_load(host, port, body, requests, concurrency, stream, token):
         t.join()
     wall = time.perf_counter() - wall
     latencies.sort()
-    q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
+    def q(p):
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
     return {"ok": len(latencies), "errors": errors, "p50_ms": q(0.5) * 1e3,
             "p90_ms": q(0.9) * 1e3, "mean_ms": statistics.mean(latencies) * 1e3,
             "tokens_per_second": tokens[0] / wall}

@@ -26,7 +26,7 @@ if [ -f "$DIR/model.safetensors.index.json" ]; then
 else
   echo "== writing $DIR ($(df -h --output=avail "$(dirname "$DIR")" | tail -1) free)"
   start=$(date +%s)
-  nice -n 10 "$PYTHON" bench/make_llada8b_shaped.py "$DIR"
+  nice -n 10 "$PYTHON" -m bench.make_llada8b_shaped "$DIR"  # a module: run from the repo root
   echo "== generation: $(($(date +%s) - start)) s"
 fi
 

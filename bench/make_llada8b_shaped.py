@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Writes a LLaDA-8B-Instruct-shaped checkpoint folder with seeded random bf16 weights.
 
 Real weights cannot be downloaded on the CI/dev machines, so this is the closest check that an
@@ -31,7 +30,7 @@ so the bytes do not depend on the shard layout. Tensors are generated and writte
 (32 MiB), so memory stays small; each finished shard is fsync'ed and dropped from the page
 cache (the disk and RAM are shared with other work).
 
-Usage: bench/make_llada8b_shaped.py OUT_DIR [--seed S] [--small]
+Usage: python3 -m bench.make_llada8b_shaped OUT_DIR [--seed S] [--small]   (from the repo root)
   --small: same names, sharding and config keys, small shapes (d_model 128, 2 layers; the
            vocab stays 126464 so the special ids fit): a seconds-long self-check.
 Needs only python3 and numpy.
@@ -40,15 +39,12 @@ Needs only python3 and numpy.
 import argparse
 import json
 import os
-import sys
 import time
 import zlib
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools",
-                                "pylib"))
-import safetensors_io  # noqa: E402
+from tools.pylib import safetensors_io
 
 NUM_SHARDS = 6
 PREFIX = "model.transformer."

@@ -13,26 +13,24 @@ protoc with the gRPC Python plugin):
     protoc -I tests/e2e/proto --python_out=stubs --grpc_out=stubs \
         --plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin health.proto
 
-Then:  python3 docs/examples/python_grpc_client.py --address localhost:50051 --stubs stubs
+Then, with the stubs folder on the module path:
+    PYTHONPATH=stubs python3 docs/examples/python_grpc_client.py --address localhost:50051
 --check turns the example into a test (tests/e2e/http_test.py runs it against a real server).
 """
 
 import argparse
-import sys
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", default="localhost:50051")
     parser.add_argument("--token", help="bearer token, when the server requires one")
-    parser.add_argument("--stubs", default="stubs", help="folder with the generated *_pb2.py")
     parser.add_argument("--prompt", default="add 12 30")
     parser.add_argument("--check", action="store_true", help="assert the answers (tests)")
     args = parser.parse_args()
-    sys.path.insert(0, args.stubs)
 
     import grpc
-    from dllm.v1 import dllm_pb2, dllm_pb2_grpc
+    from dllm.v1 import dllm_pb2, dllm_pb2_grpc  # generated, see above (PYTHONPATH)
 
     channel = grpc.insecure_channel(args.address)
     stub = dllm_pb2_grpc.DiffusionLMStub(channel)

@@ -13,7 +13,8 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parents[2]).resolve()
+ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1
+                    else pathlib.Path(__file__).parents[2]).resolve()
 BUILTIN = {"__rate_interval", "__interval", "__range", "__all"}
 REQUIRED = [  # (title fragment, panel type)
     ("Requests by status", "timeseries"), ("Error ratio", "timeseries"),
@@ -61,13 +62,15 @@ def main() -> int:
         for t in p.get("targets", []):
             expr = t.get("expr", "")
             if t.get("datasource", {}).get("uid") != "${datasource}":
-                errors.append(f"panel {title} {t.get('refId')}: target datasource must be ${{datasource}}")
+                errors.append(f"panel {title} {t.get('refId')}: target datasource must be "
+                              "${datasource}")
             for var in re.findall(r"\$\{?(\w+)", expr):
                 if var not in variables and var not in BUILTIN:
                     errors.append(f"panel {title}: undefined variable ${var}")
             for m in re.finditer(r"\bdllm_\w+", expr):
                 if not expr.startswith(SELECTOR, m.end()):
-                    errors.append(f"panel {title}: {m.group(0)} not filtered by namespace and pod variables")
+                    errors.append(f"panel {title}: {m.group(0)} not filtered by namespace and "
+                                  "pod variables")
     for fragment, kind in REQUIRED:
         found = [p for p in d["panels"] if fragment in p.get("title", "")]
         if not found:

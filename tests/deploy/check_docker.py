@@ -16,7 +16,8 @@ import re
 import subprocess
 import sys
 
-ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parents[2]).resolve()
+ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1
+                    else pathlib.Path(__file__).parents[2]).resolve()
 errors = []
 missing_config = False
 
@@ -100,15 +101,18 @@ def check_dockerfile(name: str, backend: str):
     _, stages = parse(path)
     where = f"docker/{name}"
     if len(stages) < 2:
-        errors.append(f"{where}: want a multi-stage build (builder + runtime), got {len(stages)} stage(s)")
+        errors.append(f"{where}: want a multi-stage build (builder + runtime), "
+                      f"got {len(stages)} stage(s)")
         return
     for image, _ in stages:
         if not re.fullmatch(r"debian:12(-slim)?", image):
-            errors.append(f"{where}: stage FROM {image}: scripts/deps targets Debian 12 (debian:12)")
+            errors.append(f"{where}: stage FROM {image}: scripts/deps targets Debian 12 "
+                          "(debian:12)")
     build_runs = " ".join(t for _, body in stages[:-1] for i, t in body if i == "RUN")
     for script in ("scripts/deps", "scripts/build"):
         if not re.search(rf"(^|[\s;&|]){re.escape(script)}\b", build_runs):
-            errors.append(f"{where}: the build stage must run {script} (the CI script), not its own recipe")
+            errors.append(f"{where}: the build stage must run {script} (the CI script), "
+                          "not its own recipe")
     if backend == "cuda" and "-DDLLM_CUDA=ON" not in build_runs:
         errors.append(f"{where}: CUDA image must build with -DDLLM_CUDA=ON")
     if backend == "cpu" and "-DDLLM_CUDA=OFF" not in build_runs:
@@ -130,7 +134,8 @@ def check_dockerfile(name: str, backend: str):
         errors.append(f"{where}: CMD must pass --backend {backend}")
     exposed = {int(p.split("/")[0]) for i, t in final if i == "EXPOSE" for p in t.split()}
     if exposed != deployment_ports():
-        errors.append(f"{where}: EXPOSE {sorted(exposed)} differs from the Deployment's containerPorts {sorted(deployment_ports())}")
+        errors.append(f"{where}: EXPOSE {sorted(exposed)} differs from the Deployment's "
+                      f"containerPorts {sorted(deployment_ports())}")
     for port in exposed:
         if f'"{port}"' not in entry:
             errors.append(f"{where}: CMD does not pass port {port} explicitly")
@@ -152,7 +157,8 @@ def check_dockerfile(name: str, backend: str):
 
 
 def check_dockerignore():
-    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True,
+                             text=True, check=True).stdout.split()
     cmake = (ROOT / "CMakeLists.txt").read_text()
     needed_dirs = [d for d in re.findall(r"add_subdirectory\((\w+)\)", cmake) if d != "tests"]
     needed_prefixes = tuple(f"{d}/" for d in needed_dirs + ["scripts", "docker", "config"])
@@ -163,7 +169,8 @@ def check_dockerignore():
     if not any(f.startswith("engine/") for f in needed):
         errors.append("found no tracked engine/ sources: is this a git checkout?")
     for f in (".git/HEAD", "models/llada-8b/model-00001.safetensors", "build/bin/dllm-server",
-              "build-foo/CMakeCache.txt", "tests/deploy/node_modules/yaml/package.json", "weights.safetensors"):
+              "build-foo/CMakeCache.txt", "tests/deploy/node_modules/yaml/package.json",
+              "weights.safetensors"):
         if not ignored(f):
             errors.append(f".dockerignore should exclude {f}")
 
@@ -176,13 +183,15 @@ def main() -> int:
         p = ROOT / "docker" / script
         r = subprocess.run(["sh", "-n", str(p)], capture_output=True, text=True)
         if r.returncode != 0 or not p.stat().st_mode & 0o111:
-            errors.append(f"docker/{script}: not an executable, valid sh script: {r.stderr.strip()}")
+            errors.append(f"docker/{script}: not an executable, valid sh script: "
+                          f"{r.stderr.strip()}")
     if errors:
         for e in errors:
             print(f"FAIL {e}")
         return 1
     if missing_config:
-        print("SKIP: all Dockerfile checks passed, but config/default.yaml (copied into the images) does not exist yet")
+        print("SKIP: all Dockerfile checks passed, but config/default.yaml (copied into the "
+              "images) does not exist yet")
         return 77
     print("ok Dockerfile, Dockerfile.cpu, .dockerignore")
     return 0

@@ -77,13 +77,14 @@ def check(t: dict) -> list:
         for a in sorted(passed - names):
             errors.append(f"scripts/image {fn}: --build-arg {a}, but {dockerfile} has no ARG {a}")
         for a in sorted(from_args - passed):
-            errors.append(f"{dockerfile}: FROM uses ${{{a}}}, which scripts/image {fn} does not set "
-                          "(the image would need a registry)")
+            errors.append(f"{dockerfile}: FROM uses ${{{a}}}, which scripts/image {fn} does "
+                          "not set (the image would need a registry)")
         if "BUILD_OPTS[@]" not in body:
             errors.append(f"scripts/image {fn}: does not use BUILD_OPTS")
     m = re.search(r"^BUILD_OPTS=\((.*?)\)", image, re.M | re.S)
     if not m or "--format docker" not in m.group(1):
-        errors.append("scripts/image: BUILD_OPTS lacks --format docker (OCI images drop HEALTHCHECK)")
+        errors.append("scripts/image: BUILD_OPTS lacks --format docker "
+                      "(OCI images drop HEALTHCHECK)")
 
     # The CUDA toolkit: a build volume at the path docker/Dockerfile checks with CUDA_APT=0.
     if "CUDA_APT=0" not in cuda_body:
@@ -150,10 +151,12 @@ def check_pristine_subset(image: str, ctest: str, build_dir: pathlib.Path) -> li
     m = re.search(r"^PRISTINE_TESTS='([^']*)'", image, re.M)
     if not m:
         return ["scripts/image: no PRISTINE_TESTS='...'"]
-    r = subprocess.run([ctest, "-N", "-R", m.group(1)], cwd=build_dir, capture_output=True, text=True)
+    r = subprocess.run([ctest, "-N", "-R", m.group(1)], cwd=build_dir, capture_output=True,
+                       text=True)
     names = re.findall(r"Test\s+#\d+: (.*)", r.stdout)
     need = {  # install step -> a test that cannot pass without it
-        "tests/deploy npm tree": r"deploy:npm_ci", "tests/http npm tree + openai": r"http:openai_sdk",
+        "tests/deploy npm tree": r"deploy:npm_ci",
+        "tests/http npm tree + openai": r"http:openai_sdk",
         "chromium": r"http:playground", "promtool": r"deploy:promtool_.*",
         "clang + libclang-rt (fuzzers)": r"fuzz:.*", "python3-torch": r"tools:reference_modeling",
         "python3-grpc-tools": r"http:grpc_python", "openssl": r"e2e:tls",
@@ -165,11 +168,14 @@ def check_pristine_subset(image: str, ctest: str, build_dir: pathlib.Path) -> li
 
 def self_test(t: dict) -> int:
     breaks = {
-        "a build arg the Dockerfile lacks": ("docker/Dockerfile.cpu", "ARG DEBIAN_IMAGE", "ARG DEBIAN_BASE"),
+        "a build arg the Dockerfile lacks": ("docker/Dockerfile.cpu", "ARG DEBIAN_IMAGE",
+                                             "ARG DEBIAN_BASE"),
         "a FROM argument not passed": ("scripts/image", '--build-arg "RUNTIME_IMAGE=$SLIM"', ""),
         "OCI format": ("scripts/image", "--format docker", "--format oci"),
-        "toolkit path": ("scripts/image", '"$cuda_home:/usr/local/cuda:ro"', '"$cuda_home:/opt/cuda:ro"'),
-        "drain timeout": ("config/default.yaml", "drain_timeout_seconds: 30", "drain_timeout_seconds: 45"),
+        "toolkit path": ("scripts/image", '"$cuda_home:/usr/local/cuda:ro"',
+                         '"$cuda_home:/opt/cuda:ro"'),
+        "drain timeout": ("config/default.yaml", "drain_timeout_seconds: 30",
+                          "drain_timeout_seconds: 45"),
         "wrong answer": ("scripts/image", 'ANSWER="10"', 'ANSWER="11"'),
         "unpublished port": ("scripts/image", '-p "127.0.0.1:$HOST_METRICS:9400"', ""),
         "old Node.js": ("scripts/deps", "NODE_VERSION=22.", "NODE_VERSION=18."),

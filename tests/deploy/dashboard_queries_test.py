@@ -90,14 +90,16 @@ def wait_until(predicate, timeout_s: float, what: str, proc=None, log=None):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise Failure(f"{what}: process exited with {proc.returncode}\n{tail(log) if log else ''}")
+            raise Failure(f"{what}: process exited with {proc.returncode}\n"
+                          f"{tail(log) if log else ''}")
         try:
             if predicate():
                 return
         except (OSError, ValueError, Failure):
             pass
         time.sleep(0.5)
-    raise Failure(f"timed out after {timeout_s:.0f}s waiting for {what}\n{tail(log) if log else ''}")
+    raise Failure(f"timed out after {timeout_s:.0f}s waiting for {what}\n"
+                  f"{tail(log) if log else ''}")
 
 
 def metric_contract(root: pathlib.Path):
@@ -118,7 +120,8 @@ def check_exported(text: str, contract) -> list:
     errors = []
     for name, kind in contract.items():
         # prometheus-cpp declares counters by their base name in older versions.
-        got = types.get(name) or (types.get(name[: -len("_total")]) if name.endswith("_total") else None)
+        got = types.get(name) or (types.get(name[: -len("_total")]) if name.endswith("_total")
+                                  else None)
         if got is None:
             errors.append(f"/metrics does not export {name}")
         elif got != kind:
@@ -140,7 +143,8 @@ def substitute(expr: str, namespace: str, pod: str, window_s: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--root", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2])
+    ap.add_argument("--root", type=pathlib.Path,
+                    default=pathlib.Path(__file__).resolve().parents[2])
     ap.add_argument("--bin-dir", type=pathlib.Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, TSDB)")
     args = ap.parse_args()
@@ -150,7 +154,8 @@ def main() -> int:
     if not os.access(server_bin, os.X_OK):
         print(f"SKIP: {server_bin} is not built yet")
         return SKIP
-    model = next((m for m in (root / "models" / "llada-tiny", root / "tests" / "data" / "reference" / "llada_mha")
+    model = next((m for m in (root / "models" / "llada-tiny",
+                              root / "tests" / "data" / "reference" / "llada_mha")
                   if (m / "config.json").exists()), None)
     if model is None:
         print("SKIP: no model (models/llada-tiny or tests/data/reference/llada_mha)")
@@ -205,19 +210,23 @@ metrics:
   port: {metrics_port}
 """)
     server_log = tmp / "server.log"
-    server = subprocess.Popen([str(server_bin), "--config", str(config)], stdout=server_log.open("w"),
-                              stderr=subprocess.STDOUT, cwd=root)
+    server = subprocess.Popen([str(server_bin), "--config", str(config)],
+                              stdout=server_log.open("w"), stderr=subprocess.STDOUT, cwd=root)
     procs.append(server)
     health_env = dict(os.environ, DLLM_HEALTH_ADDRESS=f"127.0.0.1:{grpc_port}")
     healthcheck = [str(root / "docker" / "healthcheck")]
 
     def serving() -> bool:
-        return subprocess.run(healthcheck, env=health_env, capture_output=True, timeout=10).returncode == 0
+        return subprocess.run(healthcheck, env=health_env, capture_output=True,
+                              timeout=10).returncode == 0
 
-    wait_until(serving, 180, "dllm-server to report SERVING (docker/healthcheck)", server, server_log)
-    print(f"ok server SERVING on 127.0.0.1:{grpc_port} (docker/healthcheck), metrics on :{metrics_port}")
+    wait_until(serving, 180, "dllm-server to report SERVING (docker/healthcheck)", server,
+               server_log)
+    print(f"ok server SERVING on 127.0.0.1:{grpc_port} (docker/healthcheck), "
+          f"metrics on :{metrics_port}")
 
-    errors = check_exported(http_get(f"http://127.0.0.1:{metrics_port}/metrics"), metric_contract(root))
+    errors = check_exported(http_get(f"http://127.0.0.1:{metrics_port}/metrics"),
+                            metric_contract(root))
     if errors:
         raise Failure("metric contract:\n  " + "\n  ".join(errors))
     print("ok /metrics exports every metric of tests/deploy/metrics.txt with its type")
@@ -225,25 +234,31 @@ metrics:
     # Prometheus from the shipped standalone config, sped up and pointed at this server.
     prom_dir = root / "deploy" / "prometheus"
     text = (prom_dir / "prometheus.yml").read_text()
-    for old, new in (("scrape_interval: 15s", "scrape_interval: 1s"), ("evaluation_interval: 30s", "evaluation_interval: 1s"),
-                     ("scrape_timeout: 10s", "scrape_timeout: 1s"), ("127.0.0.1:9400", f"127.0.0.1:{metrics_port}"),
+    for old, new in (("scrape_interval: 15s", "scrape_interval: 1s"),
+                     ("evaluation_interval: 30s", "evaluation_interval: 1s"),
+                     ("scrape_timeout: 10s", "scrape_timeout: 1s"),
+                     ("127.0.0.1:9400", f"127.0.0.1:{metrics_port}"),
                      ("  - rules/", f"  - {prom_dir}/rules/")):
         if old not in text:
-            raise Failure(f"deploy/prometheus/prometheus.yml changed shape: '{old}' not found (update this test)")
+            raise Failure(f"deploy/prometheus/prometheus.yml changed shape: '{old}' not found "
+                          "(update this test)")
         text = text.replace(old, new)
     (tmp / "prometheus.yml").write_text(text)
     prom_log = tmp / "prometheus.log"
     prom = subprocess.Popen([prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}",
-                             "--log.level=warn"], stdout=prom_log.open("w"), stderr=subprocess.STDOUT)
+                             f"--storage.tsdb.path={tmp / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+                            stdout=prom_log.open("w"), stderr=subprocess.STDOUT)
     procs.append(prom)
     api = Prometheus(prom_port)
-    wait_until(lambda: finite_values(api.query('count_over_time(up{job="dllm-serve"}[1m]) >= 3', time.time())),
+    scraped = 'count_over_time(up{job="dllm-serve"}[1m]) >= 3'
+    wait_until(lambda: finite_values(api.query(scraped, time.time())),
                60, "Prometheus to scrape dllm-server 3 times", prom, prom_log)
     print("ok Prometheus scraping")
 
     if not os.access(client_bin, os.X_OK):
-        print(f"SKIP: {client_bin} is not built yet; server metric contract checked, dashboard queries not")
+        print(f"SKIP: {client_bin} is not built yet; server metric contract checked, "
+              "dashboard queries not")
         return SKIP
     # Two phases, unary then streaming, so both RPC paths feed the histograms.
     common = ["--address", f"127.0.0.1:{grpc_port}", "--concurrency", "4", "--requests", "12",
@@ -256,8 +271,10 @@ metrics:
         cmd = [str(client_bin), *phase]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
-            raise Failure(f"load failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-        print(f"ok {' '.join(phase[:1] + phase[3:])}: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ''}")
+            raise Failure(f"load failed ({r.returncode}): {' '.join(cmd)}\n"
+                          f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+        print(f"ok {' '.join(phase[:1] + phase[3:])}: {last}")
     t1 = time.time()
     print(f"ok load finished in {t1 - t0:.1f}s")
     time.sleep(3)  # two more scrapes
@@ -268,7 +285,8 @@ metrics:
     pods = api.label_values("pod", 'dllm_num_requests_running{namespace=~"default"}')
     if "default" not in namespaces or "127.0.0.1" not in pods:
         raise Failure(f"dashboard variables: namespace values {namespaces}, pod values {pods}; "
-                      "want 'default' and '127.0.0.1' from deploy/prometheus/prometheus.yml relabelling")
+                      "want 'default' and '127.0.0.1' from deploy/prometheus/prometheus.yml "
+                      "relabelling")
     failures, count = [], 0
     for title, ref, expr in dashboard_queries(root):
         q = substitute(expr, "default", "127.0.0.1", window_s)
@@ -291,7 +309,8 @@ metrics:
         if rc != 0:
             failures.append(f"server exited with {rc} after SIGTERM\n{tail(server_log)}")
     if failures:
-        raise Failure(f"{len(failures)} of {count} dashboard queries failed:\n  " + "\n  ".join(failures))
+        raise Failure(f"{len(failures)} of {count} dashboard queries failed:\n  "
+                      + "\n  ".join(failures))
     print(f"ok all {count} dashboard queries returned data; server drained and exited 0")
     return 0
 

@@ -1,15 +1,12 @@
 """bench/bench_table.py: the markdown table of dllm-bench rows (scripts/bench-long)."""
-import io
 import json
-import os
 import subprocess
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "bench", "bench_table.py")
-sys.path.insert(0, os.path.dirname(SCRIPT))
-import bench_table  # noqa: E402
+from bench import bench_table
+
+SCRIPT = bench_table.__file__  # also run as the command scripts/bench-long runs
 
 
 def row(**kw):
@@ -30,7 +27,8 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(bench_table.setting_name(row()), "block 32, none")
         r = row(decoding={"schedule": "window", "window": 32, "threshold": 0.9, "steps": 0},
                 policy="entropy", params={"k": 32, "tau": 0.5})
-        self.assertEqual(bench_table.setting_name(r), "window 32 + threshold 0.9, entropy tau=0.5 k=32")
+        self.assertEqual(bench_table.setting_name(r),
+                         "window 32 + threshold 0.9, entropy tau=0.5 k=32")
         r = row(decoding={"schedule": "timestep", "steps": 64, "eps": 0.001}, policy="interval",
                 params={"n": 8, "k": 16})
         self.assertEqual(bench_table.setting_name(r), "timestep + 64 steps, interval k=16 n=8")
@@ -53,7 +51,8 @@ class BenchTableTest(unittest.TestCase):
                       lines[3])
         self.assertIn("| 0.25 | 0.61 |", lines[3])
         self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 3)  # header + 2
-        self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block", "\n".join(lines))
+        self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block",
+                      "\n".join(lines))
 
     def test_command_line_errors(self):
         def run(text):

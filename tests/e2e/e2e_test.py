@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.parse
@@ -465,7 +464,10 @@ class E2ETest(unittest.TestCase):
 
     def test_mtls(self):
         pki = self.make_pki()
-        p = lambda name: os.path.join(pki, name)
+
+        def p(name):
+            return os.path.join(pki, name)
+
         s = self.start(overrides={"tls": {"cert": p("server.pem"), "key": p("server.key"),
                                           "client_ca": p("ca.pem")}},
                        wait=False)
@@ -615,8 +617,10 @@ class E2ETest(unittest.TestCase):
             full = sum(x["cache_stats"]["full_steps"] for x in responses)
             # Warm-up (4 tokens) also went through the engine; its counts are in the totals.
             self.assertEqual(scalar('dllm_requests_total{status="OK",protocol="grpc"}'), 4)
-            self.assertEqual(scalar('dllm_requests_total{status="INVALID_ARGUMENT",protocol="grpc"}'), 1)
-            self.assertEqual(scalar('dllm_requests_total{status="RESOURCE_EXHAUSTED",protocol="grpc"}'), 0)
+            self.assertEqual(
+                scalar('dllm_requests_total{status="INVALID_ARGUMENT",protocol="grpc"}'), 1)
+            self.assertEqual(
+                scalar('dllm_requests_total{status="RESOURCE_EXHAUSTED",protocol="grpc"}'), 0)
             self.assertEqual(scalar("dllm_request_duration_seconds_count") - 1, 4)
             warm_generated = scalar("dllm_generated_tokens_total") - generated
             self.assertTrue(0 <= warm_generated <= 4, warm_generated)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Clients that no one here wrote, against a real dllm-server on loopback:
 
 * the official OpenAI Node SDK (tests/http, pinned in package-lock.json) on the HTTP API,
@@ -8,7 +7,8 @@
   system protoc and grpc_python_plugin.
 
 Servers are started by e2e_test.Server (free ports, temporary config); see e2e_test.py.
-Usage: http_test.py --bin-dir build/bin [unittest args, e.g. HttpTest.test_openai_sdk]
+Usage (from the repo root): python3 -m tests.e2e.http_test --bin-dir build/bin
+       [unittest args, e.g. HttpTest.test_openai_sdk]
 """
 
 import http.client
@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,9 +25,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e_test  # noqa: E402
-from e2e_test import SOURCE_DIR, free_port, make_model  # noqa: E402
+from tests.e2e import e2e_test
+from tests.e2e.e2e_test import SOURCE_DIR, free_port, make_model
 
 TINY_MODEL = os.path.join(SOURCE_DIR, "models", "llada-tiny")
 HTTP_TESTS_DIR = os.path.join(SOURCE_DIR, "tests", "http")
@@ -254,10 +252,10 @@ class HttpTest(unittest.TestCase):
         model = make_model(self.tmp)  # the fixture with room for long answers
         s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
         model_id = "model"
-        body = json.dumps({"model": model_id, "prompt": "Hello", "max_tokens": e2e_test.LONG_TOKENS,
-                           "decoding": {"block_length": e2e_test.LONG_TOKENS, "steps": 
-                                        e2e_test.LONG_TOKENS}, "cache": {"policy": "none"},
-                           "stream": True})
+        long = e2e_test.LONG_TOKENS
+        body = json.dumps({"model": model_id, "prompt": "Hello", "max_tokens": long,
+                           "decoding": {"block_length": long, "steps": long},
+                           "cache": {"policy": "none"}, "stream": True})
         for stream in (True, False):
             with self.subTest(stream=stream):
                 payload = json.loads(body)
@@ -373,7 +371,10 @@ class HttpTest(unittest.TestCase):
     def test_tls(self):
         """With tls: set, the HTTP listener speaks HTTPS with the same certificates (mTLS)."""
         pki = e2e_test.E2ETest.make_pki(self)
-        p = lambda name: os.path.join(pki, name)
+
+        def p(name):
+            return os.path.join(pki, name)
+
         client = ["--ca", p("ca.pem"), "--cert", p("client.pem"), "--key", p("client.key")]
         s = self.start(overrides={"tls": {"cert": p("server.pem"), "key": p("server.key"),
                                           "client_ca": p("ca.pem")}}, client_args=client)
@@ -415,7 +416,8 @@ class HttpTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
         example = os.path.join(SOURCE_DIR, "docs", "examples", "python_grpc_client.py")
         r = subprocess.run(["/usr/bin/python3", example, "--address", s.address,
-                            "--token", TOKEN, "--stubs", out, "--check"],
+                            "--token", TOKEN, "--check"],
+                           env=dict(os.environ, PYTHONPATH=out),  # as its docstring says
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("all checks passed", r.stdout)

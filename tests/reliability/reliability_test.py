@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Reliability scenarios that need the real binaries (issue 15).
 
 Reuses the e2e harness (tests/e2e/e2e_test.py: Server, make_model, error_code): each test
@@ -25,7 +24,8 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
                                 88% before the fix, when expired requests held their slots; the
                                 exact rule is tested in queue_deadline_test.cc)
 
-Usage: reliability_test.py --bin-dir build/bin [unittest args]
+Usage (from the repo root): python3 -m tests.reliability.reliability_test --bin-dir build/bin
+       [unittest args]
 """
 
 import json
@@ -39,10 +39,8 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "e2e"))
-import e2e_test  # noqa: E402
-from e2e_test import Server, error_code, make_model  # noqa: E402
+from tests.e2e import e2e_test
+from tests.e2e.e2e_test import Server, error_code, make_model
 
 DEFINITE = {"OK", "CANCELLED", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED",
             "UNAVAILABLE", "UNAUTHENTICATED", "INTERNAL"}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A rolling drain and a crash behind balancers, on loopback: three dllm-server replicas,
 nginx in front of them (HTTP with proxy_pass, gRPC with grpc_pass), and gRPC clients that
 balance by themselves (round_robin, with client-side health checking or with a retry policy
@@ -12,8 +11,12 @@ The closest we get here to a Kubernetes rollout. What it checks:
 * SIGKILL: only the calls in flight on the killed replica fail (at most the load's
   concurrency on that path), and they fail with a definite status.
 
-Usage: rollout_test.py --bin-dir build/bin [unittest args]   (ctest: reliability:rollout:*)
-Needs nginx (Debian nginx-light, installed by scripts/deps) and python3-grpcio.
+Usage (from the repo root; ctest: reliability:rollout:*):
+  PYTHONPATH=.:STUBS python3 -m tests.reliability.rollout_test --bin-dir build/bin [unittest args]
+STUBS holds the Python gRPC stubs of proto/ (dllm/v1/dllm_pb2*.py), which ctest generates into
+build/tests/reliability/python_stubs (reliability:rollout:python_stubs; the command is in
+tests/reliability/CMakeLists.txt). Needs nginx (Debian nginx-light, installed by scripts/deps)
+and python3-grpcio.
 """
 
 import collections
@@ -29,10 +32,8 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "e2e"))
-import e2e_test  # noqa: E402
-from e2e_test import SOURCE_DIR, Server, free_port  # noqa: E402
+from tests.e2e import e2e_test
+from tests.e2e.e2e_test import SOURCE_DIR, Server, free_port
 
 TINY_MODEL = os.path.join(SOURCE_DIR, "models", "llada-tiny")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -82,15 +83,6 @@ ROUND_ROBIN_RETRY = {
                       "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.05s",
                                       "maxBackoff": "0.5s", "backoffMultiplier": 2,
                                       "retryableStatusCodes": ["UNAVAILABLE"]}}]}
-
-
-def generate_stubs(out):
-    os.makedirs(out, exist_ok=True)
-    for include, proto in ((os.path.join(SOURCE_DIR, "proto"), "dllm/v1/dllm.proto"),):
-        subprocess.run(["protoc", "-I", include, "--python_out", out, "--grpc_out", out,
-                        "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", proto],
-                       check=True, capture_output=True)
-    sys.path.insert(0, out)
 
 
 class Load:
@@ -158,8 +150,11 @@ class RolloutTest(unittest.TestCase):
     def setUp(self):
         if not os.path.exists(NGINX):
             self.skipTest("nginx not installed (scripts/deps installs nginx-light)")
+        try:
+            from dllm.v1 import dllm_pb2_grpc  # noqa: F401  (generated: see the module doc)
+        except ImportError as e:
+            self.fail("no Python gRPC stubs of proto/ on PYTHONPATH (see the module doc): %s" % e)
         self.tmp = tempfile.mkdtemp(prefix="dllm-rollout-")
-        generate_stubs(os.path.join(self.tmp, "stubs"))
         self.replicas = []
         for _ in range(3):
             http_port = free_port()

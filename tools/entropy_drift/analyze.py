@@ -10,8 +10,9 @@ Prints, per file and measure, the Spearman rank correlation between E and the me
 its sample size and a two-sided p-value (normal approximation of the t statistic, fine for
 n > 30), and the within-step ρ (ρ computed separately for every step index t+1, averaged
 weighted by count) that removes any trend of both with the position in the generation, as a
-Markdown table; then, per file, the median drift of the old decoded tokens by E quintile; writes PREFIX_<name>.dat (E, drift) for gnuplot. Samples whose
-previous step committed nothing (E = 0 by convention) are excluded: no token, no signal.
+Markdown table; then, per file, the median drift of the old decoded tokens by E quintile;
+writes PREFIX_<name>.dat (E, drift) for gnuplot. Samples whose previous step committed nothing
+(E = 0 by convention) are excluded: no token, no signal.
 Standard library only.
 """
 import argparse
@@ -71,7 +72,8 @@ def main():
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    print("| samples | measure | n | Spearman ρ(E_t, measure_t+1) | p | within-step ρ | median E | median measure |")
+    print("| samples | measure | n | Spearman ρ(E_t, measure_t+1) | p | within-step ρ | median E "
+          "| median measure |")
     print("|---|---|---|---|---|---|---|---|")
     quintiles = []
     for path in args.inputs:

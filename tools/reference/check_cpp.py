@@ -1,7 +1,7 @@
 """Compares a logits dump from another implementation (e.g. the C++ engine) to a golden case.
 
 Usage:
-  /usr/bin/python3 tools/reference/check_cpp.py tests/data/reference/llada_mha 0 dump.f32 \
+  /usr/bin/python3 -m tools.reference.check_cpp tests/data/reference/llada_mha 0 dump.f32 \
       [--tol 1e-4] [--shifted]
 
 dump.f32 is raw little-endian float32 [rows, vocab], unshifted (row i = output at position i)

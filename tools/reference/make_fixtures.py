@@ -1,6 +1,6 @@
 """Writes the tiny golden fixture models under tests/data/reference/<name>/.
 
-Usage (from the repo root):  /usr/bin/python3 tools/reference/make_fixtures.py [--out DIR]
+Usage (from the repo root):  /usr/bin/python3 -m tools.reference.make_fixtures [--out DIR]
 
 Each fixture is a complete HF-style model folder (config.json, generation_config.json,
 safetensors weights, tokenizer files) with seeded random weights, plus golden.json and raw
@@ -16,17 +16,15 @@ import json
 import os
 import re
 import shutil
-import sys
 from collections import Counter
 
 import torch
 
+from tools.pylib.byte_level import bytes_to_unicode
+from tools.reference import modeling
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, HERE)
-import modeling  # noqa: E402
-import safetensors_io  # noqa: E402
-from byte_level import bytes_to_unicode  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
 # Byte-level BPE vocabulary (GPT-2 byte<->unicode map, merges learned from a tiny corpus)
@@ -42,7 +40,8 @@ house and the dog is in the garden. Hello there, how are you today? I am fine, t
 """ + "system\nuser\nassistant\n You are a helpful assistant.\n who are you?\n" * 4
 
 # Same approximation of the GPT-2 split as tokenizers' ByteLevel(use_regex=True) for ASCII text.
-_SPLIT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
+_SPLIT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+"""
+                    r"""|\s+(?!\S)|\s+""")
 
 
 def learn_merges(n_merges):

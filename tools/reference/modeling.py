@@ -26,14 +26,12 @@ Everything here is inference only; no training code.
 import json
 import math
 import os
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-import safetensors_io  # noqa: E402
+from tools.pylib import safetensors_io
 
 LLADA = "llada"
 DREAM = "Dream"

@@ -1,24 +1,23 @@
 """Sanity tests of the PyTorch reference, the safetensors I/O and the committed fixtures.
 
-Run from the repo root:  /usr/bin/python3 -m unittest tools/reference/test_modeling.py
+Run from the repo root:  /usr/bin/python3 -m unittest tools.reference.test_modeling
 """
 
 import json
 import math
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 import torch
 
+from tools.pylib import safetensors_io as S
+from tools.reference import modeling as M
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, HERE)
-import modeling as M  # noqa: E402
-import safetensors_io as S  # noqa: E402
 
 FIXTURE_ROOT = os.path.join(REPO, "tests", "data", "reference")
 FIXTURES = ["llada_mha", "llada_gqa_f32", "dream_gqa", "dream_f16"]

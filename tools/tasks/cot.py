@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Suite v7 ("cot"): the long-form families with free wording, for issue 30.
 
 The long suite (tools/tasks/longform.py, v6) fixes every answer's layout by its question, so
@@ -30,15 +29,15 @@ Splits: tools/tasks/data_cot/{test,val}.jsonl (500 / 100 items, seeds distinct f
 training streams exclude their questions (item["key"]). A question has many right answers
 here; the split's `answer` is one of them (training targets are drawn afresh per item).
 
-Usage:  python3 tools/tasks/cot.py --write   (regenerates tools/tasks/data_cot/*.jsonl)
+Usage:  python3 -m tools.tasks.cot --write   (regenerates tools/tasks/data_cot/*.jsonl)
 """
 import argparse
 import json
 import os
 import random
 
-import longform
-from longform import approx_tokens, extract_final, check, load_jsonl  # noqa: F401
+from tools.tasks import longform
+from tools.tasks.longform import approx_tokens, extract_final, check, load_jsonl  # noqa: F401
 
 FAMILIES = list(longform.FAMILIES)
 

@@ -54,7 +54,7 @@ Splits come from distinct seeds; validation and test questions are removed from 
 test questions from validation (a question determines its answer, the few-shot examples do
 not change it).
 
-Usage:  python3 tools/tasks/longform.py --write   (regenerates tools/tasks/data_long/*.jsonl)
+Usage:  python3 -m tools.tasks.longform --write   (regenerates tools/tasks/data_long/*.jsonl)
 """
 import argparse
 import json

@@ -15,7 +15,7 @@ Splits come from distinct seeds; validation and test prompts are removed from tr
 test prompts from validation, so no prompt appears in two splits. A prompt fully determines
 its answer, so excluding prompts excludes items.
 
-Usage:  python3 tools/tasks/tasks.py --write   (regenerates tools/tasks/data/{test,val}.jsonl)
+Usage:  python3 -m tools.tasks.tasks --write   (regenerates tools/tasks/data/{test,val}.jsonl)
 """
 import argparse
 import json
@@ -85,10 +85,12 @@ def _word(r):
     name, obj = r.choice(NAMES), r.choice(OBJECTS)
     a, b = r.randint(2, 20), r.randint(1, 9)
     if r.random() < 0.5:
-        p = f"{name} has {a} {obj}. {PRONOUN[name]} buys {b} more. How many {obj} does {name} have now?"
+        p = (f"{name} has {a} {obj}. {PRONOUN[name]} buys {b} more. "
+             f"How many {obj} does {name} have now?")
         return p, str(a + b)
     b = min(b, a)
-    p = f"{name} has {a} {obj}. {PRONOUN[name]} gives away {b}. How many {obj} does {name} have now?"
+    p = (f"{name} has {a} {obj}. {PRONOUN[name]} gives away {b}. "
+         f"How many {obj} does {name} have now?")
     return p, str(a - b)
 
 

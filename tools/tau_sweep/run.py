@@ -132,11 +132,12 @@ def main():
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        with open(prefix + ".dat", "w") as f:  # gnuplot input: x, accuracy, speed-up, mismatch, drift
+        # gnuplot input: x, accuracy, speed-up, mismatch, drift
+        with open(prefix + ".dat", "w") as f:
             for r in rows:
                 f.write("%g,%s,%s,%s,%s\n" % (plot_x(r["tau"]), r["accuracy"],
-                                             r["speedup_vs_none"], r["mismatch_rate"] or "0",
-                                             r["drift_prompt"] or "NaN"))
+                                              r["speedup_vs_none"], r["mismatch_rate"] or "0",
+                                              r["drift_prompt"] or "NaN"))
         for r in rows:
             print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 name, r["tau"], fmt(r["accuracy"]), fmt(r["speedup_vs_none"]),

@@ -17,19 +17,17 @@ Formats written:
 import collections
 import json
 import os
-import sys
 import unicodedata
 
 import regex
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from byte_level import bytes_to_unicode  # noqa: E402
+from tools.pylib.byte_level import bytes_to_unicode
 
 # docs/models.md §2.5 (BAILINGMOE / LLaDA, possessive quantifiers) and §3.5 (Qwen2 / Dream).
-LLADA_REGEX = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*"
-               r"|\s*[\r\n]|\s+(?!\S)|\s+")
-QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLADA_REGEX = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 LLADA_SPECIALS = ["<|startoftext|>", "<|endoftext|>", "<|mdm_mask|>", "<|start_header_id|>",
                   "<|end_header_id|>", "<|eot_id|>"]
@@ -345,7 +343,8 @@ def load(model_dir):
     if os.path.exists(tj):
         with open(tj, encoding="utf-8") as f:
             d = json.load(f)
-        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in d["model"]["merges"]]
+        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+                  for m in d["model"]["merges"]]
         added = {t["content"]: t["id"] for t in d["added_tokens"]}
         return Tokenizer("llada", d["model"]["vocab"], merges, added)
     with open(os.path.join(model_dir, "vocab.json"), encoding="utf-8") as f:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Cross-checks the pure-Python encoder (bpe.py) against the Hugging Face Rust `tokenizers`
 library (through its Node binding, npm package `tokenizers`) on a model folder.
 
@@ -7,7 +6,8 @@ format (vocab.json + merges.txt); they are checked through an equivalent tokeniz
 built here the way Qwen2TokenizerFast is (NFC normalizer, Split(Qwen2 regex, Isolated),
 ByteLevel(use_regex=false), added tokens), which is the fast twin of the slow tokenizer.
 
-Usage: check_tokenizer.py models/llada-tiny --node-modules /tmp/hftok/node_modules
+Usage: python3 -m tools.train.check_tokenizer models/llada-tiny \
+           --node-modules /tmp/hftok/node_modules
 Exit status 0 when every text encodes to identical ids and round-trips.
 """
 import argparse
@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 
-import common
-from common import bpe, tasks
+from tools.tasks import tasks
+from tools.train import bpe, common
 
 EXTRA = [
     "", " ", "  leading and trailing  ", "it's I'LL we've THEY'RE she'd", "a\r\nb\n\n\nc\t d",

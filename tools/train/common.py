@@ -4,7 +4,9 @@ Families use the names "llada" and "dream" here; the config.json model_type is "
 "Dream" (tools/reference/modeling.py constants).
 """
 import os
-import sys
+
+from tools.reference import modeling
+from tools.train import bpe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -17,13 +19,7 @@ def long_snapshot(name):
     if os.path.exists(os.path.join(kept, "model.safetensors")):
         return kept
     return os.path.join(ROOT, "models", name)
-sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
-sys.path.insert(0, os.path.join(ROOT, "tools", "tasks"))
-sys.path.insert(0, HERE)
 
-import bpe  # noqa: E402
-import modeling  # noqa: E402
-import tasks  # noqa: E402
 
 MODEL_TYPE = {"llada": modeling.LLADA, "dream": modeling.DREAM}
 

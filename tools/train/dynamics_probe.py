@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Decoding dynamics of a long-form model (issue 30): how many tokens a threshold decode
 commits per forward and how uncertain the committed tokens were.
 
@@ -19,30 +18,25 @@ mean committed-token entropy, the fraction of steps whose largest committed entr
 --vanilla (default on) also the vanilla sampler: blocks of 32, one token per step
 (evaluate.py's sampler), its exact match and the same entropy statistics.
 
-Usage: /usr/bin/python3 tools/train/dynamics_probe.py MODEL_DIR [--split test] [--items N]
+Usage: /usr/bin/python3 -m tools.train.dynamics_probe MODEL_DIR [--split test] [--items N]
        [--batch B] [--no-vanilla] [--json OUT]
   --split test|val|PATH: tools/tasks/data_cot/<split>.jsonl by default; the first N items
   (round-robin over the families) are decoded.
 """
 import argparse
-import collections
 import json
 import os
-import sys
 import time
 
-import blas_env  # noqa: I100  (before torch: threads, OpenBLAS core type, malloc)
+from tools.train import blas_env  # before torch: threads, OpenBLAS core type, malloc
 
 blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 
-import common  # noqa: E402
-import evaluate  # noqa: E402
-from common import bpe, modeling  # noqa: E402
-
-sys.path.insert(0, os.path.join(common.ROOT, "tools", "tasks"))
-import longform  # noqa: E402
+from tools.reference import modeling  # noqa: E402
+from tools.tasks import longform  # noqa: E402
+from tools.train import bpe, common, evaluate  # noqa: E402
 
 BINS = [0.01, 0.1, 0.5, 1.0]  # histogram edges (nats)
 

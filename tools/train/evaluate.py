@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Vanilla masked-diffusion decoding and exact-match evaluation of a tiny model folder.
 
 Sampler (the one the C++ engine is checked against, token for token):
@@ -12,8 +11,8 @@ Sampler (the one the C++ engine is checked against, token for token):
   being fp32 rather than bf16), and Dream's confidence-ranked sampling with one token per
   step. Output text is cut at the first end token.
 
-Usage:
-  evaluate.py --model models/llada-tiny --split tools/tasks/data/test.jsonl \
+Usage (from the repo root):
+  python3 -m tools.train.evaluate --model models/llada-tiny --split tools/tasks/data/test.jsonl \
       --out tools/train/out/llada-tiny_test_generations.jsonl
 """
 import argparse
@@ -22,14 +21,15 @@ import json
 import os
 import time
 
-import blas_env  # noqa: I100  (before torch: threads, OpenBLAS core type, malloc)
+from tools.train import blas_env  # before torch: threads, OpenBLAS core type, malloc
 
 blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 
-import common
-from common import bpe, modeling, tasks
+from tools.reference import modeling  # noqa: E402
+from tools.tasks import longform, tasks  # noqa: E402
+from tools.train import bpe, common  # noqa: E402
 
 
 def answers_finished(answers, mask_id, end_ids):
@@ -161,8 +161,6 @@ def main():
     if items and "final" in items[0]:
         # Long-form suite: score the "#### " line; the model's block length (vanilla = blocks
         # of 32, one token per step).
-        import longtrain  # noqa: F401  (puts tools/tasks on the path)
-        import longform
         records = evaluate(model, tok, family, items, g, batch_size=args.batch,
                            block_length=gcfg.get("block_length"), check=longform.check,
                            answer_key="final", padded=args.padded, stop_at_end=True)

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for name in llada-tiny dream-tiny; do
-  nice -n 5 /usr/bin/python3 tools/train/evaluate.py --model "models/$name" \
+  nice -n 5 /usr/bin/python3 -m tools.train.evaluate --model "models/$name" \
     --split tools/tasks/data/test.jsonl --out "tools/train/out/${name}_test_generations.jsonl" \
     | tee "tools/train/out/${name}_test_summary.json"
 done

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=${1:?usage: tools/train/finalize_long.sh llada-long|dream-long [N]}
 n=${2:-204}
-nice -n 5 /usr/bin/python3 tools/train/evaluate.py --model "models/$name" \
+nice -n 5 /usr/bin/python3 -m tools.train.evaluate --model "models/$name" \
   --split tools/tasks/data_long/test.jsonl --limit "$n" --threads "${THREADS:-2}" \
   --out "tools/train/out/${name}_test_generations.jsonl" \
   | tee "tools/train/out/${name}_test_summary.json"

@@ -1,15 +1,15 @@
-#!/usr/bin/env python3
 """Per-line accuracy of the column arithmetic (add, sub) of a long model, teacher-forced.
 
 For each trace line `x+y+c=ss, write d, carry c` (sub: `x-y-b+bb=d, write d, borrow c`) the
 probe keeps the prompt, the earlier lines and the line's operands, masks everything from the
 line's result on (as block decoding sees it when it commits the result: the line's `write`
 and `carry` digits repeat the result, and later lines and the final `####` line would give
-it away), runs one forward and scores the argmax at the result digits. An item of n lines is right only if all n are, so a per-line
-rate p bounds its exact match near p^n: this measures the arithmetic itself, with ~7 lines
-per item, where 15 validation items cannot separate 80% from 90%.
+it away), runs one forward and scores the argmax at the result digits. An item of n lines is
+right only if all n are, so a per-line rate p bounds its exact match near p^n: this measures
+the arithmetic itself, with ~7 lines per item, where 15 validation items cannot separate
+80% from 90%.
 
-Usage: /usr/bin/python3 tools/train/line_probe.py MODEL_DIR [--items N] [--split FILE]
+Usage: /usr/bin/python3 -m tools.train.line_probe MODEL_DIR [--items N] [--split FILE]
 """
 import argparse
 import collections
@@ -17,14 +17,14 @@ import json
 import os
 import re
 
-import blas_env  # noqa: I100  (before torch: threads, OpenBLAS core type, malloc)
+from tools.train import blas_env  # before torch: threads, OpenBLAS core type, malloc
 
 blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 
-import common  # noqa: E402
-from common import bpe, modeling  # noqa: E402
+from tools.reference import modeling  # noqa: E402
+from tools.train import bpe, common  # noqa: E402
 
 LINE_RX = re.compile(r"=(\d+), write \d, (?:carry|borrow) \d$")
 

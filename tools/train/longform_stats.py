@@ -1,21 +1,18 @@
-#!/usr/bin/env python3
 """Token-length statistics of the long-form splits, measured with a model's own tokenizer.
 
 Prompt tokens = the chat-rendered prompt (what the engine prefills); answer tokens = the
 answer text (trace + `#### ` line) without the end-of-turn token, which must fit G - 1.
 
-Usage: longform_stats.py --tokenizer models/llada-long [--family llada] [--split test]
+Usage: python3 -m tools.train.longform_stats --tokenizer models/llada-long [--family llada]
+           [--split test]
 """
 import argparse
 import collections
 import json
 import os
 
-import common
-from common import bpe
-
-import longtrain  # noqa: F401  (puts tools/tasks on the path)
-import longform
+from tools.tasks import longform
+from tools.train import bpe, common
 
 
 def stats(tok, family, items):
@@ -51,7 +48,8 @@ def main():
     for f, d in s.items():
         p, t, a = d["prompt"], d["prompt_text"], d["answer"]
         print(f"{f:8s} {p['min']:>12} {p['mean']:>7} {p['max']:>6} "
-              f"{t['min']:>6} {t['mean']:>6} {t['max']:>5} {a['min']:>8} {a['mean']:>7} {a['max']:>5}")
+              f"{t['min']:>6} {t['mean']:>6} {t['max']:>5} "
+              f"{a['min']:>8} {a['mean']:>7} {a['max']:>5}")
     print(json.dumps(s))
 
 

@@ -47,14 +47,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-import common
-import evaluate
-import train
-from common import bpe, modeling
-
-sys.path.insert(0, os.path.join(common.ROOT, "tools", "tasks"))
-import cot  # noqa: E402
-import longform  # noqa: E402
+from tools.reference import modeling
+from tools.tasks import cot, longform
+from tools.train import bpe, common, evaluate, training
 
 # --tasks long: the v6 suite (tools/tasks/longform.py); --tasks cot: suite v7 with free
 # wording (tools/tasks/cot.py, issue 30). Both have the same interface and prompt bounds.
@@ -64,7 +59,8 @@ SUITES = {"long": longform, "cot": cot}
 def suite_of(args):
     return SUITES[getattr(args, "tasks", "long") or "long"]
 
-log = train.log
+
+log = training.log
 _SHOT_RX = re.compile(r"A: (.*?\n#### [^\n]*)", re.S)
 
 
@@ -252,7 +248,7 @@ def rewarmed_lr(step, warm_from, args):
     over args.rewarm_steps. --cosine-from S restarts the schedule (warmup, then cosine to
     --max-steps) at step S, for a new phase that starts from a trained model."""
     start = getattr(args, "cosine_from", None) or 0
-    lr = train.lr_at(step - start, args.max_steps - start, args.lr, args.warmup)
+    lr = training.lr_at(step - start, args.max_steps - start, args.lr, args.warmup)
     if warm_from is not None and args.rewarm_steps > 0:
         lr *= min(1.0, (step - warm_from + 1) / args.rewarm_steps)
     return lr
@@ -309,7 +305,7 @@ def run(args):
         vocab_rows, args.rope_theta, 1e-5 if family == "llada" else 1e-6, max_pos,
         sp.mask, sp.eos, sp.pad, sp.bos)
     model = modeling.DiffusionLM(cfg)
-    train.init_weights(model, args.seed)
+    training.init_weights(model, args.seed)
     if args.transfer_from and not resume:
         log(transfer_weights(model, tok, family, args.transfer_from))
     step, best, best_step, ema_loss = 0, -1.0, -1, None
@@ -348,7 +344,7 @@ def run(args):
 
     def run_eval(step):
         nonlocal best, best_step
-        m = train.rounded_copy(model)
+        m = training.rounded_copy(model)
         te = time.time()
         recs = evaluate.evaluate(m, tok, family, val_items, g_len, batch_size=args.eval_batch,
                                  block_length=args.block_length, check=suite.check,
@@ -376,7 +372,7 @@ def run(args):
                 "params": n_params, "tokenizer_size": len(tok),
                 "tasks": "cot" if suite is cot else "longform",
                 "block_length": args.block_length, **extra}
-        train.save_model(model, cfg, tok, family, g_len, out_dir, info)
+        training.save_model(model, cfg, tok, family, g_len, out_dir, info)
         with open(os.path.join(out_dir, "generation_config.json")) as f:
             gcfg = json.load(f)
         gcfg["block_length"] = args.block_length

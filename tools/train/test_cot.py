@@ -1,23 +1,17 @@
 """Checks of suite v7 ("cot", tools/tasks/cot.py): free wording, exact final lines.
 
-Run: /usr/bin/python3 -m unittest tools/train/test_cot.py   (from the repo root)
+Run: /usr/bin/python3 -m unittest tools.train.test_cot   (from the repo root)
 """
 import collections
 import itertools
-import os
 import random
 import re
-import sys
 import unittest
 from types import SimpleNamespace
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import common  # noqa: E402
-import cot  # noqa: E402
-import longtrain  # noqa: E402
-from common import bpe  # noqa: E402
-from test_longform import question_of, solve  # noqa: E402
+from tools.tasks import cot
+from tools.train import bpe, common, longtrain
+from tools.train.test_longform import question_of, solve
 
 _FIELD = re.compile(r"\{(\w+)\}")
 
@@ -90,7 +84,7 @@ def parse_trace(family, question, trace):
         assert len(lines) == len(chunks)
         for i, (ln, ch) in enumerate(zip(lines, chunks)):
             found = [(la, ar) for la, ar in itertools.product(range(len(cot.LABEL)),
-                                                               range(len(cot.ARROW)))
+                                                              range(len(cot.ARROW)))
                      if ln == cot.LABEL[la].format(i=i + 1) + ch + cot.ARROW[ar] + ch[::-1]]
             assert len(found) == 1, (ln, found)
             choices += [("label", found[0][0]), ("arrow", found[0][1])]
@@ -105,7 +99,7 @@ def parse_trace(family, question, trace):
         assert len(lines) == len(chunks)
         for i, (ln, ch) in enumerate(zip(lines, chunks)):
             found = [(la, en) for la, en in itertools.product(range(len(cot.COPY_LABEL)),
-                                                               range(len(cot.END)))
+                                                              range(len(cot.END)))
                      if ln == cot.COPY_LABEL[la].format(i=i + 1) + ch + cot.END[en]]
             assert len(found) == 1, (ln, found)
             choices += [("label", found[0][0]), ("end", found[0][1])]
@@ -242,7 +236,7 @@ class CotSuiteTest(unittest.TestCase):
         # dynamics_probe commits every masked position of the block with p >= threshold, at
         # least the most confident one; a toy model with fixed confidences shows the counts.
         import torch
-        import dynamics_probe
+        from tools.train import dynamics_probe
 
         class Toy(torch.nn.Module):
             def forward(self, x, key_mask=None):

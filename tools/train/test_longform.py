@@ -1,7 +1,7 @@
 """Checks of the long-form task suite (tools/tasks/longform.py), the long-form training mode
 (stop and resume) and the OpenBLAS core-type choice.
 
-Run: /usr/bin/python3 -m unittest tools/train/test_longform.py   (from the repo root)
+Run: /usr/bin/python3 -m unittest tools.train.test_longform   (from the repo root)
 """
 import itertools
 import os
@@ -14,13 +14,8 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import blas_env  # noqa: E402
-import common  # noqa: E402
-import longtrain  # noqa: E402
-import longform  # noqa: E402
-from common import bpe  # noqa: E402
+from tools.tasks import longform
+from tools.train import blas_env, bpe, common, longtrain
 
 
 def question_of(item):
@@ -161,7 +156,7 @@ class LongformSuiteTest(unittest.TestCase):
         # finished models (models/<name>-long) once they exist: the suite's approx_tokens,
         # which sizes every prompt, must be the real token count.
         import torch
-        import modeling
+        from tools.reference import modeling
         root = os.path.join(common.HERE, "warm_start")
         dirs = [os.path.join(root, n) for n in sorted(os.listdir(root))] \
             if os.path.isdir(root) else []
@@ -213,7 +208,7 @@ class LongformSuiteTest(unittest.TestCase):
         self.assertLessEqual(min(n_shots), 1)  # fewer than the splits' minimum of 2
         # A range no item of a family can meet is an error, not an endless loop.
         st = longform.stream(11, frozenset(), {"copy": 1, "add": 0, "sub": 0, "swap": 0,
-                                                "reverse": 0},
+                                               "reverse": 0},
                              shots=lambda: (0, 0), prompt_range=(300, 400))
         with self.assertRaisesRegex(ValueError, "family copy: no item fits"):
             next(st)
@@ -325,16 +320,17 @@ class MaskedAnswerAccuracyTest(unittest.TestCase):
 class RewarmTest(unittest.TestCase):
     def test_warm_start_ramps_the_schedule(self):
         import argparse
-        import train
+        from tools.train import training
         a = argparse.Namespace(max_steps=1000, lr=1e-3, warmup=10, rewarm_steps=100)
         for step in (50, 400, 999):  # no warm start: the cosine schedule itself
-            self.assertEqual(longtrain.rewarmed_lr(step, None, a), train.lr_at(step, 1000, 1e-3, 10))
-        base = train.lr_at(400, 1000, 1e-3, 10)
+            self.assertEqual(longtrain.rewarmed_lr(step, None, a),
+                             training.lr_at(step, 1000, 1e-3, 10))
+        base = training.lr_at(400, 1000, 1e-3, 10)
         self.assertAlmostEqual(longtrain.rewarmed_lr(400, 400, a), base / 100)
         self.assertAlmostEqual(longtrain.rewarmed_lr(449, 400, a),
-                               train.lr_at(449, 1000, 1e-3, 10) * 50 / 100)
-        self.assertEqual(longtrain.rewarmed_lr(499, 400, a), train.lr_at(499, 1000, 1e-3, 10))
-        self.assertEqual(longtrain.rewarmed_lr(700, 400, a), train.lr_at(700, 1000, 1e-3, 10))
+                               training.lr_at(449, 1000, 1e-3, 10) * 50 / 100)
+        self.assertEqual(longtrain.rewarmed_lr(499, 400, a), training.lr_at(499, 1000, 1e-3, 10))
+        self.assertEqual(longtrain.rewarmed_lr(700, 400, a), training.lr_at(700, 1000, 1e-3, 10))
         a.rewarm_steps = 0
         self.assertEqual(longtrain.rewarmed_lr(400, 400, a), base)
 
@@ -345,7 +341,7 @@ class StopAtEndTest(unittest.TestCase):
 
     def test_answers_finished(self):
         import torch
-        import evaluate
+        from tools.train import evaluate
         mask, end = 9, (7, 8)
         rows = torch.tensor([[1, 2, 7, 9, 9], [1, 9, 7, 9, 9], [1, 2, 3, 4, 5], [8, 9, 9, 9, 9],
                              [9, 9, 9, 9, 9], [1, 2, 3, 4, 7]])
@@ -354,7 +350,7 @@ class StopAtEndTest(unittest.TestCase):
 
     def test_same_answers_fewer_forwards(self):
         import torch
-        import evaluate
+        from tools.train import evaluate
         vocab, mask, end = 12, 11, (10,)
         g = torch.Generator().manual_seed(3)
         w = torch.randn(vocab, vocab, generator=g)
@@ -396,8 +392,8 @@ class TransferTest(unittest.TestCase):
 
     def test_weights_map_by_token_and_role(self):
         import torch
-        import modeling
-        import train
+        from tools.reference import modeling
+        from tools.train import training
         test, _, _ = longform.load_splits()
         tmp = tempfile.mkdtemp()
         try:
@@ -410,9 +406,9 @@ class TransferTest(unittest.TestCase):
                                             10000, 1e-5, 256, ssp.mask, ssp.eos, ssp.pad,
                                             ssp.bos)
                 src = modeling.DiffusionLM(scfg)
-                train.init_weights(src, 7)
+                training.init_weights(src, 7)
                 d = os.path.join(tmp, sfam)
-                train.save_model(src, scfg, stok, sfam, 32, d, {})
+                training.save_model(src, scfg, stok, sfam, 32, d, {})
                 src, _ = modeling.load_checkpoint(d, torch.float32)  # the bf16-rounded weights
 
                 tok = longtrain.transferred_tokenizer(fam, d)
@@ -423,7 +419,7 @@ class TransferTest(unittest.TestCase):
                                            (len(tok) + 63) // 64 * 64, 10000, 1e-6, 256,
                                            sp.mask, sp.eos, sp.pad, sp.bos)
                 m = modeling.DiffusionLM(cfg)
-                train.init_weights(m, 8)
+                training.init_weights(m, 8)
                 longtrain.transfer_weights(m, tok, fam, d)
                 se, e = src.embed.weight, m.embed.weight
                 self.assertTrue(torch.equal(e[:len(stok.vocab)], se[:len(stok.vocab)]))
@@ -459,14 +455,16 @@ class ResumeTest(unittest.TestCase):
         import torch
         tmp = tempfile.mkdtemp()
         try:
-            base = [sys.executable, os.path.join(common.HERE, "train.py"), "--tasks", "long",
+            base = [sys.executable, "-m", "tools.train.train", "--tasks", "long",
                     "--family", "dream", "--kv-heads", "1", "--gen-length", "192",
                     "--hidden", "32", "--layers", "1", "--heads", "2", "--intermediate", "64",
                     "--tok-corpus", "100", "--tok-vocab", "400", "--batch", "2",
                     "--curriculum-steps", "4", "--eval-every", "1000", "--max-steps", "5",
                     "--val-items", "2", "--eval-batch", "2", "--block-mask-prob", "0.5",
                     "--warmup", "2", "--ckpt-minutes", "1000"]
-            env = dict(os.environ, OMP_NUM_THREADS="1")
+            # The trainer runs as a module of the package `tools`: the repo root on its path.
+            path = [common.ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+            env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(path))
 
             def run(name, *extra):
                 subprocess.run(base + ["--out", os.path.join(tmp, name), "--state-dir",
@@ -497,8 +495,9 @@ class ResumeTest(unittest.TestCase):
             self.assertEqual(c["warm_from"], 5)  # its learning rate ramps from there
 
             # SIGTERM mid-run: the step finishes, a checkpoint is written, the run exits 0.
+            steps_at = base.index("--max-steps") + 1
             d = subprocess.Popen(
-                base[:base.index("--max-steps") + 1] + ["100000"] + base[base.index("--max-steps") + 2:]
+                base[:steps_at] + ["100000"] + base[steps_at + 1:]
                 + ["--out", os.path.join(tmp, "d"), "--state-dir", os.path.join(tmp, "d-state")],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for line in d.stdout:
@@ -518,7 +517,7 @@ class LineProbeTest(unittest.TestCase):
     """tools/train/line_probe.py: what it masks and scores."""
 
     def test_masks_from_each_result_on(self):
-        import line_probe
+        from tools.train import line_probe
         tok = bpe.load(os.path.join(common.HERE, "warm_start", "llada-long"))
         answer = ("0917+0485\n7+5+0=12, write 2, carry 1\n1+8+1=10, write 0, carry 1\n"
                   "9+4+1=14, write 4, carry 1\n0+0+1=01, write 1, carry 0\nwrite 0\n#### 01402")

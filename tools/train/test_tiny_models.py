@@ -1,22 +1,19 @@
 """Checks of the task suite, the BPE tokenizers and the committed tiny models.
 
-Run: /usr/bin/python3 -m unittest tools/train/test_tiny_models.py   (from the repo root)
+Run: /usr/bin/python3 -m unittest tools.train.test_tiny_models   (from the repo root)
 """
 import collections
 import hashlib
 import json
 import os
 import random
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
 
-import torch  # noqa: E402
-
-import common  # noqa: E402
-import evaluate  # noqa: E402
-from common import bpe, modeling, tasks  # noqa: E402
+from tools.reference import modeling
+from tools.tasks import tasks
+from tools.train import bpe, common, evaluate
 
 MODELS = os.path.join(common.ROOT, "models")
 OUT = os.path.join(common.HERE, "out")
@@ -147,20 +144,24 @@ class ModelFilesTest(unittest.TestCase):
             with open(os.path.join(d, "config.json")) as f:
                 cfg = json.load(f)
             self.assertEqual(cfg["model_type"], common.MODEL_TYPE[fam])
-            keys = ("d_model", "n_layers", "mlp_hidden_size", "embedding_size") if fam == "llada" \
-                else ("hidden_size", "num_hidden_layers", "num_key_value_heads", "intermediate_size")
+            if fam == "llada":
+                keys = ("d_model", "n_layers", "mlp_hidden_size", "embedding_size")
+            else:
+                keys = ("hidden_size", "num_hidden_layers", "num_key_value_heads",
+                        "intermediate_size")
             for k in keys:
                 self.assertIn(k, cfg)
             st = os.path.join(d, "model.safetensors")
             self.assertLess(os.path.getsize(st), 10 * 1024 * 1024)
             hdr = _safetensors_header(st)
-            self.assertTrue(all(v["dtype"] == "BF16" for k, v in hdr.items() if k != "__metadata__"))
+            self.assertTrue(all(v["dtype"] == "BF16" for k, v in hdr.items()
+                                if k != "__metadata__"))
             tok = bpe.load(d)
             sp = common.Specials(fam, tok)
             self.assertEqual(cfg["mask_token_id"], sp.mask)
             self.assertGreaterEqual(cfg["vocab_size"], len(tok))
-            files = ["tokenizer.json"] if fam == "llada" else ["vocab.json", "merges.txt",
-                                                              "added_tokens.json"]
+            files = (["tokenizer.json"] if fam == "llada"
+                     else ["vocab.json", "merges.txt", "added_tokens.json"])
             for fn in files + ["tokenizer_config.json", "generation_config.json"]:
                 self.assertTrue(os.path.exists(os.path.join(d, fn)), fn)
 

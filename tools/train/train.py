@@ -16,56 +16,29 @@ checkpoint by exact match is written to --out (bf16 safetensors + config + token
 so a run killed by the wall-clock cap still leaves its best model. Seeded; deterministic for
 a fixed thread count (the wall-clock cap only decides where the run stops).
 
-Example:
-  train.py --family llada --out models/llada-tiny --gen-length 12 --seed 1
+Example (from the repo root; tools/ is a package, pyproject.toml):
+  python3 -m tools.train.train --family llada --out models/llada-tiny --gen-length 12 --seed 1
 """
 import argparse
 import collections
-import copy
 import itertools
-import json
-import math
 import os
 import random
 import sys
 import time
 
-import blas_env  # noqa: E402  (thread counts and OpenBLAS core type, before torch loads)
+from tools.train import blas_env  # thread counts and OpenBLAS core type, before torch loads
 
 BLAS_NOTE = blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import common  # noqa: E402
-import evaluate  # noqa: E402
-from common import bpe, modeling, tasks  # noqa: E402
-
-
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
-
-
-def init_weights(model, seed):
-    """Width-aware init: matrices ~ N(0, 1/fan_in) (residual outputs o/down additionally
-    / sqrt(2 * layers)), embedding rows ~ N(0, 1), norms 1, biases 0. (A GPT-2 style fixed
-    std of 0.02 is far too small at width 64 and left the attention uniform for thousands of
-    steps.)"""
-    g = torch.Generator().manual_seed(seed)
-    n_layers = model.arch.layers
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.fill_(1.0)
-            elif name.endswith(".bias"):
-                p.zero_()
-            elif name == "embed.weight":
-                p.copy_(torch.randn(p.shape, generator=g))
-            else:
-                std = 1.0 / math.sqrt(p.shape[1])
-                if name.endswith("o_proj.weight") or name.endswith("down_proj.weight"):
-                    std /= math.sqrt(2 * n_layers)
-                p.copy_(torch.randn(p.shape, generator=g) * std)
+from tools.reference import modeling  # noqa: E402
+from tools.tasks import tasks  # noqa: E402
+from tools.train import bpe, common, evaluate, longtrain  # noqa: E402
+from tools.train.training import (  # noqa: E402
+    init_weights, log, lr_at, rounded_copy, save_model)
 
 
 def build_batches(seqs, plens, batch_size, rng):
@@ -82,43 +55,6 @@ def build_batches(seqs, plens, batch_size, rng):
                 batches.append((pl, torch.tensor(chunk, dtype=torch.long)))
     rng.shuffle(batches)
     return batches
-
-
-def lr_at(step, max_steps, lr, warmup):
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    q = min(1.0, (step - warmup) / max(1, max_steps - warmup))
-    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * q)))
-
-
-def rounded_copy(model):
-    m = copy.deepcopy(model)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(p.to(torch.bfloat16).to(torch.float32))
-    m.eval()
-    return m
-
-
-def save_model(model, cfg, tok, family, gen_length, out_dir, info):
-    os.makedirs(out_dir, exist_ok=True)
-    modeling.save_checkpoint(model, cfg, out_dir, dtype=torch.bfloat16)
-    tok.save(out_dir, model_max_length=cfg.get("max_sequence_length",
-                                                cfg.get("max_position_embeddings")))
-    sp = common.Specials(family, tok)
-    gen = modeling.make_generation_config(cfg["model_type"], sp.eos, sp.pad, sp.bos)
-    # Settings of the sampler the model was validated with (tools/train/evaluate.py).
-    gen.update({"gen_length": gen_length, "steps": gen_length, "temperature": 0.0})
-    if family == "llada":
-        gen.update({"block_length": gen_length, "remasking": "low_confidence"})
-    else:
-        gen.update({"max_new_tokens": gen_length, "alg": "maskgit_plus"})
-    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2, sort_keys=True)
-        f.write("\n")
-    with open(os.path.join(out_dir, "training_state.json"), "w") as f:
-        json.dump(info, f, indent=2, sort_keys=True)
-        f.write("\n")
 
 
 def main():
@@ -182,7 +118,6 @@ def main():
     args = ap.parse_args()
     print(time.strftime("%H:%M:%S"), BLAS_NOTE, flush=True)
     if args.tasks in ("long", "cot"):
-        import longtrain
         if args.state_dir is None:
             args.state_dir = os.path.join(common.HERE, "out_" + args.tasks,
                                           os.path.basename(os.path.normpath(args.out)))

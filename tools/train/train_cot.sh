@@ -14,6 +14,7 @@
 # (--cosine-from): llada-long 52,642, dream-long 25,500.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
 state_root=${STATE_ROOT:-$here/out_cot}
 out_root=${OUT_ROOT:-$state_root/models}
 names=("$@")
@@ -25,7 +26,10 @@ for name in "${names[@]}"; do
     dream-cot) family=(--family dream --kv-heads 2 --seed 3); from=25500; src=dream-long ;;
     *) echo "train_cot.sh: unknown model '$name' (llada-cot or dream-cot)" >&2; exit 2 ;;
   esac
-  if pgrep -f "train.py --tasks cot .*--state-dir $state_root/$name " >/dev/null; then
+  # The trainer runs as `python3 -m tools.train.train`; one started before that (as
+  # `python3 train.py`) may still own the state dir.
+  if pgrep -f "(train[.]py|tools[.]train[.]train) --tasks cot .*--state-dir $state_root/$name " \
+      >/dev/null; then
     echo "$name: already running"
     continue
   fi
@@ -40,7 +44,10 @@ for name in "${names[@]}"; do
     echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2
     continue
   fi
-  (cd "$here" && nohup nice -n 10 /usr/bin/python3 train.py --tasks cot "${family[@]}" \
+  # A module of the package `tools`: the repo root on PYTHONPATH. The working directory stays
+  # tools/train (relative paths in STATE_ROOT and OUT_ROOT resolve there, as they always did).
+  (cd "$here" && PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" nohup nice -n 10 \
+    /usr/bin/python3 -m tools.train.train --tasks cot "${family[@]}" \
     --state-dir "$state_root/$name" --out "$out_root/$name" \
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr "${LR:-6e-4}" \

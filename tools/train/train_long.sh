@@ -11,6 +11,7 @@
 #        learning-rate schedule ends and the run stops; a lower value anneals sooner.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
 state_root=${STATE_ROOT:-$here/out_long}
 out_root=${OUT_ROOT:-$here/../../models}
 names=("$@")
@@ -22,7 +23,10 @@ for name in "${names[@]}"; do
     dream-long) family=(--family dream --kv-heads 2 --seed 3) ;;
     *) echo "train_long.sh: unknown model '$name' (llada-long or dream-long)" >&2; exit 2 ;;
   esac
-  if pgrep -f "train.py --tasks long .*--state-dir $state_root/$name " >/dev/null; then
+  # The trainer runs as `python3 -m tools.train.train`; one started before that (as
+  # `python3 train.py`) may still own the state dir.
+  if pgrep -f "(train[.]py|tools[.]train[.]train) --tasks long .*--state-dir $state_root/$name " \
+      >/dev/null; then
     echo "$name: already running"
     continue
   fi
@@ -35,7 +39,10 @@ for name in "${names[@]}"; do
     echo "$name: neither a checkpoint nor a warm-start snapshot; not started" >&2
     continue
   fi
-  (cd "$here" && nohup nice -n 10 /usr/bin/python3 train.py --tasks long "${family[@]}" \
+  # A module of the package `tools`: the repo root on PYTHONPATH. The working directory stays
+  # tools/train (relative paths in STATE_ROOT and OUT_ROOT resolve there, as they always did).
+  (cd "$here" && PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" nohup nice -n 10 \
+    /usr/bin/python3 -m tools.train.train --tasks long "${family[@]}" \
     --state-dir "$state_root/$name" --out "$out_root/$name" \
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr 8e-4 --warmup 500 \

@@ -1,7 +1,7 @@
 """Writes the safetensors fixtures in this folder with an independent writer.
 
 Run with /usr/bin/python3 (needs torch) from the repository root:
-    /usr/bin/python3 tests/data/safetensors/make_fixtures.py
+    /usr/bin/python3 -m tests.data.safetensors.make_fixtures
 Files are written by tools/pylib/safetensors_io.py, not by the C++ code under test, and the
 expected fp32 values come from torch's own bf16/f16 -> fp32 conversion.
 
@@ -14,13 +14,12 @@ unsupported_i8.safetensors / unsupported_f64.safetensors   a valid file whose te
 
 import json
 import os
-import sys
 
 import torch
 
+from tools.pylib import safetensors_io
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "pylib"))
-import safetensors_io  # noqa: E402
 
 
 def main():

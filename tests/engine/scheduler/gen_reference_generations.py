@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """Writes data/reference_generations.json: token-by-token expectations for the engine's
 decoding loop on the random-weight fixtures in tests/data/reference/, computed with the
 independent PyTorch model in tools/reference/modeling.py (float64).
 
-Run: /usr/bin/python3 tests/engine/scheduler/gen_reference_generations.py
+Run: /usr/bin/python3 -m tests.engine.scheduler.gen_reference_generations   (from the repo root)
 
 Samplers (temperature 0, full forward every step, no cache), as in the reference code:
   llada_block  LLaDA generate.py: block_length B, steps S, low_confidence; confidence =
@@ -20,13 +19,12 @@ rows. The C++ test only asserts on cases whose gap clears the fp32-vs-fp64 noise
 """
 import json
 import os
-import sys
 
 import torch
 
+from tools.reference import modeling
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
-import modeling  # noqa: E402
 
 
 def spec_linspace(start, end, n):
