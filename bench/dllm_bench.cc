@@ -561,7 +561,8 @@ Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_le
 double Quantile(std::vector<float> values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  const size_t i = std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5));
+  const size_t i =
+      std::min(values.size() - 1, static_cast<size_t>(std::lround(q * (values.size() - 1))));
   return values[i];
 }
 

@@ -207,7 +207,7 @@ namespace {
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // Bytes a client may send ahead (pipelining) while its reply is under way.
-constexpr size_t kMaxAheadBytes = 64 * 1024;
+constexpr size_t kMaxAheadBytes = size_t{64} << 10;
 // How long an idle connection stays open once the listener stops (see StopServing).
 constexpr absl::Duration kStopGrace = absl::Milliseconds(200);
 // How often a connection whose client half-closed is checked for a reset.
@@ -260,7 +260,7 @@ class Connection final : public ConnectionBase {
       : listener_(listener),
         options_(listener->options()),
         stream_(std::forward<Args>(args)...),
-        buffer_(options_.max_header_bytes + kMaxAheadBytes + 16 * 1024),
+        buffer_(options_.max_header_bytes + kMaxAheadBytes + (size_t{16} << 10)),
         timer_(socket().get_executor()),
         liveness_(socket().get_executor()) {}
 
@@ -596,7 +596,7 @@ class Connection final : public ConnectionBase {
     });
   }
 
-  void SendComplete(HttpResponse response) {
+  void SendComplete(const HttpResponse& response) {
     head_sent_ = true;
     if (response.close) keep_alive_ = false;
     std::string bytes =
@@ -609,7 +609,7 @@ class Connection final : public ConnectionBase {
     phase_ = Phase::kAnswering;
     keep_alive_ = false;
     source_done_ = true;
-    SendComplete(std::move(response));
+    SendComplete(response);
   }
 
   // The reply is written.

@@ -121,8 +121,8 @@ struct HttpListenerOptions {
   int port = 0;  // 0: any free port (see HttpListener::port)
   int threads = 2;
   int max_connections = 4096;
-  size_t max_header_bytes = 16 * 1024;
-  size_t max_body_bytes = 4 * 1024 * 1024;
+  size_t max_header_bytes = size_t{16} << 10;
+  size_t max_body_bytes = size_t{4} << 20;
   absl::Duration idle_timeout = absl::Seconds(5);
   absl::Duration read_timeout = absl::Seconds(30);
   absl::Duration write_timeout = absl::Seconds(30);

@@ -187,6 +187,7 @@ TEST_CASE("reliability: expired calls count as DEADLINE_EXCEEDED, once each",
   constexpr int kCalls = 16;
   std::atomic<int> client_deadline{0};
   std::vector<std::thread> threads;
+  threads.reserve(kCalls);
   for (int i = 0; i < kCalls; ++i) {
     threads.emplace_back([&, i] {
       grpc::ClientContext context;

@@ -146,7 +146,7 @@ TEST_CASE("command line: flags parse and override the file") {
 }
 
 TEST_CASE("command line: bad flags are rejected with the flag's name") {
-  auto error = [](std::vector<std::string> args) {
+  auto error = [](const std::vector<std::string>& args) {
     absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
     REQUIRE_FALSE(cl.ok());
     return std::string(cl.status().message());

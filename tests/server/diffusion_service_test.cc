@@ -169,7 +169,7 @@ grpc::Status CallWithoutMessage(Harness& h, absl::Duration timeout) {
   bool ok = false;
   auto wait = [&](int want) {
     REQUIRE(cq.Next(&tag, &ok));
-    REQUIRE(tag == reinterpret_cast<void*>(want));
+    REQUIRE(reinterpret_cast<intptr_t>(tag) == want);
   };
   call->StartCall(reinterpret_cast<void*>(1));
   wait(1);

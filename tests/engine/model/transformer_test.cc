@@ -1,5 +1,6 @@
 #include "engine/model/transformer.h"
 
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -75,10 +76,10 @@ double RelErr(const std::vector<float>& got, const std::vector<float>& want) {
 
 bool SameBits(const RowStats& a, const RowStats& b) {
   return a.position == b.position && a.argmax_token == b.argmax_token && a.token == b.token &&
-         std::memcmp(&a.argmax_prob, &b.argmax_prob, 4) == 0 &&
-         std::memcmp(&a.entropy_nats, &b.entropy_nats, 4) == 0 &&
-         std::memcmp(&a.margin, &b.margin, 4) == 0 &&
-         std::memcmp(&a.token_prob, &b.token_prob, 4) == 0;
+         std::bit_cast<uint32_t>(a.argmax_prob) == std::bit_cast<uint32_t>(b.argmax_prob) &&
+         std::bit_cast<uint32_t>(a.entropy_nats) == std::bit_cast<uint32_t>(b.entropy_nats) &&
+         std::bit_cast<uint32_t>(a.margin) == std::bit_cast<uint32_t>(b.margin) &&
+         std::bit_cast<uint32_t>(a.token_prob) == std::bit_cast<uint32_t>(b.token_prob);
 }
 
 ModelConfig LladaConfig() {
@@ -184,7 +185,7 @@ TEST_CASE("transformer: the last layer on the predicting rows alone changes no b
       // Every layer's K/V, the last one's included, is written for every row.
       const int64_t plane = int64_t{config.num_kv_heads} * config.head_dim;
       const int capacity = all_slabs[i]->capacity_positions();
-      for (int64_t p = 0; p < 2 * config.num_layers; ++p) {
+      for (int64_t p = 0; p < 2 * int64_t{config.num_layers}; ++p) {
         std::vector<float> a(lengths[i] * plane), b(lengths[i] * plane);
         REQUIRE(h.backend->DownloadFloats(all_slabs[i]->buffer(), p * capacity * plane, a).ok());
         REQUIRE(h.backend->DownloadFloats(subset_slabs[i]->buffer(), p * capacity * plane, b).ok());
