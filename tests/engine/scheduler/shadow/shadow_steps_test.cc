@@ -1,6 +1,8 @@
 // Shadow steps on the real forward pass (CPU backend, random-weight fixtures): they never
 // change generations, they measure exactly zero when the partial step is exact, they see
-// drift when the cache is stale, and they respect the cost bound.
+// drift when the cache is stale, and they respect the cost bound (ShadowSteps,
+// engine/scheduler/shadow/shadow_steps.h, through the engine). Last, an executor without
+// shadow support (the scripted fake): the step runs plain, and no sample is reported.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
