@@ -59,7 +59,7 @@
 // samples, mean KL(full || partial), mismatch rate, mean max committed-probability change,
 // mean K/V drift per region, the shadow time and time_fraction (shadow time / the rest of
 // the setting's wall time: the throughput it cost). --shadow-budget F caps that fraction
-// (the engine's shadow_max_time_fraction; default: no cap, the server's default is 0.02):
+// (the engine's shadow.max_time_fraction; default: no cap, the server's default is 0.02):
 // drawn shadows are skipped while earlier ones used up the budget. The engine skips shadows while
 // requests queue, so with --shadow the bench keeps at most --batch requests in flight (it submits
 // the next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
@@ -487,15 +487,14 @@ nlohmann::json PolicyParams(const CacheParams& c) {
 
 // Summary of a setting's shadow samples (the same figures as the dllm_cache_shadow_* metrics).
 // time_fraction: shadow time / the rest of the setting's wall time (wall_s), its throughput cost.
-nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& samples, double rate,
-                          double wall_s) {
+nlohmann::json ShadowJson(const std::vector<ShadowSample>& samples, double rate, double wall_s) {
   nlohmann::json j;
   j["rate"] = Round(rate, 6);
   j["samples"] = samples.size();
   double kl = 0, kl_max = 0, change = 0, seconds = 0;
   int mismatches = 0, with_commits = 0;
-  double drift[EngineObserver::kShadowRegions] = {};
-  int drift_n[EngineObserver::kShadowRegions] = {};
+  double drift[kShadowRegions] = {};
+  int drift_n[kShadowRegions] = {};
   for (const auto& s : samples) {
     kl += s.kl_mean;
     kl_max = std::max(kl_max, s.kl_max);
@@ -505,7 +504,7 @@ nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& sampl
       ++with_commits;
     }
     seconds += s.seconds;
-    for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+    for (int r = 0; r < kShadowRegions; ++r) {
       if (s.drift[r].positions == 0) continue;
       drift[r] += s.drift[r].kv;
       ++drift_n[r];
@@ -517,7 +516,7 @@ nlohmann::json ShadowJson(const std::vector<EngineObserver::ShadowSample>& sampl
   j["mismatch_rate"] = n ? Round(mismatches / n, 4) : 0.0;
   j["mean_max_prob_change"] = with_commits ? Round(change / with_commits, 5) : 0.0;
   nlohmann::json d = nlohmann::json::object();
-  for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+  for (int r = 0; r < kShadowRegions; ++r) {
     if (drift_n[r]) d[ShadowRegionName(r)] = Round(drift[r] / drift_n[r], 5);
   }
   j["mean_kv_drift"] = d;
@@ -781,10 +780,10 @@ int Main(int argc, char** argv) {
                          return c.shadow_sample_rate.has_value();
                        });
   if (shadows) options.observer = &collector;
-  options.shadow_max_time_fraction = shadow_budget;
+  options.shadow.max_time_fraction = shadow_budget;
   if (tune.enabled) {
-    options.shadow_sample_rate = static_cast<float>(shadow);
-    options.tau_autotune = tune;
+    options.shadow.sample_rate = static_cast<float>(shadow);
+    options.shadow.tau_autotune = tune;
   }
   std::ofstream shadow_csv;
   if (!shadow_out.empty()) {
@@ -792,9 +791,9 @@ int Main(int argc, char** argv) {
     if (!shadow_csv) Die("cannot write " + shadow_out);
     shadow_csv << "decoding,policy,tau,k,request,step,entropy,kl_mean,kl_max,mismatch,"
                   "max_prob_change,committed";
-    for (int r = 0; r < EngineObserver::kShadowRegions; ++r) {
+    for (int r = 0; r < kShadowRegions; ++r) {
       shadow_csv << ",drift_" << ShadowRegionName(r);
-      for (int g = 0; g < EngineObserver::kShadowLayerGroups; ++g)
+      for (int g = 0; g < kShadowLayerGroups; ++g)
         shadow_csv << ",drift_" << ShadowRegionName(r) << "_" << ShadowLayerGroupName(g);
     }
     shadow_csv << "\n";
@@ -859,8 +858,7 @@ int Main(int argc, char** argv) {
     if (!csv) Die("cannot write " + sweep_out + ".csv");
     csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step,"
            "speedup_vs_baseline,shadow_samples,mismatch_rate,mean_kl";
-    for (int r = 0; r < EngineObserver::kShadowRegions; ++r)
-      csv << ",drift_" << ShadowRegionName(r);
+    for (int r = 0; r < kShadowRegions; ++r) csv << ",drift_" << ShadowRegionName(r);
     csv << "\n";
   }
   // The sweep CSV's data rows of each decoding (0-based, contiguous): one plotted series each.
@@ -900,7 +898,7 @@ int Main(int argc, char** argv) {
       collector.Take();
       const Result r = RunSetting(**engine, timer, tasks, setting, gen_length,
                                   static_cast<float>(shadow), shadows ? batch : 0);
-      const std::vector<EngineObserver::ShadowSample> samples = collector.Take();
+      const std::vector<ShadowSample> samples = collector.Take();
       if (!r.rejected.empty()) {
         nlohmann::json j;
         j["decoding"] = DecodingJson(setting.decoding);
@@ -926,7 +924,7 @@ int Main(int argc, char** argv) {
       std::cout << j.dump() << std::endl;
       if (shadow_csv.is_open()) {
         // Empty drift cells: the step had no position in that region.
-        auto cell = [](const EngineObserver::KvDrift& d) {
+        auto cell = [](const KvDrift& d) {
           return d.positions > 0 && d.layers > 0 ? absl::StrCat(d.kv) : std::string();
         };
         for (const auto& s : samples) {
@@ -935,9 +933,9 @@ int Main(int argc, char** argv) {
                      << s.request_id << "," << s.step << "," << s.entropy << "," << s.kl_mean << ","
                      << s.kl_max << "," << (s.decision_mismatch ? 1 : 0) << "," << s.max_prob_change
                      << "," << s.committed;
-          for (int reg = 0; reg < EngineObserver::kShadowRegions; ++reg) {
+          for (int reg = 0; reg < kShadowRegions; ++reg) {
             shadow_csv << "," << cell(s.drift[reg]);
-            for (int g = 0; g < EngineObserver::kShadowLayerGroups; ++g)
+            for (int g = 0; g < kShadowLayerGroups; ++g)
               shadow_csv << "," << cell(s.drift_by_group[reg][g]);
           }
           shadow_csv << "\n";
@@ -960,7 +958,7 @@ int Main(int argc, char** argv) {
         csv << "," << (q.is_null() ? "" : absl::StrCat(q["samples"].get<size_t>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mismatch_rate"].get<double>())) << ","
             << (q.is_null() ? "" : absl::StrCat(q["mean_kl"].get<double>()));
-        for (int reg = 0; reg < EngineObserver::kShadowRegions; ++reg) {
+        for (int reg = 0; reg < kShadowRegions; ++reg) {
           const char* name = ShadowRegionName(reg);
           csv << ",";
           if (!q.is_null() && q["mean_kv_drift"].contains(name))

@@ -25,34 +25,6 @@ const char* FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
-const char* ShadowRegionName(int region) {
-  switch (region) {
-    case EngineObserver::kShadowPrompt:
-      return "prompt";
-    case EngineObserver::kShadowDecodedOld:
-      return "decoded_old";
-    case EngineObserver::kShadowMasksOutside:
-      return "masks_outside";
-    case EngineObserver::kShadowRecomputed:
-      return "recomputed";
-    default:
-      return "unknown";
-  }
-}
-
-const char* ShadowLayerGroupName(int group) {
-  switch (group) {
-    case EngineObserver::kShadowFirst:
-      return "first";
-    case EngineObserver::kShadowMiddle:
-      return "middle";
-    case EngineObserver::kShadowLast:
-      return "last";
-    default:
-      return "unknown";
-  }
-}
-
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is empty");
   if (options.max_batch_sequences < 1) {
@@ -63,15 +35,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (options.max_new_tokens_limit < 1) {
     return absl::InvalidArgumentError("max_new_tokens_limit must be >= 1");
   }
-  if (!(options.shadow_sample_rate >= 0.0f && options.shadow_sample_rate <= 1.0f)) {
-    return absl::InvalidArgumentError("shadow_sample_rate must be in [0, 1]");
-  }
-  if (!(options.shadow_max_time_fraction > 0)) {
-    return absl::InvalidArgumentError("shadow_max_time_fraction must be > 0");
-  }
-  if (absl::Status s = ValidateTauAutotuneOptions(options.tau_autotune, options.shadow_sample_rate);
-      !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("tau_autotune.", s.message()));
+  if (absl::Status s = ValidateShadowOptions(options.shadow); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("shadow.", s.message()));
   }
   LoadOptions load;
   load.model_dir = options.model_dir;

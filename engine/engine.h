@@ -1,4 +1,5 @@
-// The one public header of the engine: what server/, bench/ and tests include.
+// The one public header of the engine: what server/, bench/ and tests include. It brings the
+// value types of engine/core/params.h and engine/shadow_sampling.h with it.
 //
 // An Engine owns one model on one backend and one worker thread that alone touches the
 // backend. Callers Submit() requests from any thread; the worker batches all active
@@ -12,7 +13,6 @@
 #define DLLM_ENGINE_ENGINE_H_
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/core/params.h"
+#include "engine/shadow_sampling.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
@@ -29,7 +30,9 @@ namespace dllm {
 class Tokenizer;
 
 // ---------------------------------------------------------------- requests
-// DecodingParams, CacheParams and their enums: engine/core/params.h.
+// DecodingParams, CacheParams and their enums: engine/core/params.h. Shadow sampling's
+// options and samples (EngineOptions::shadow, EngineObserver::OnShadowSample):
+// engine/shadow_sampling.h.
 
 // Exactly one of prompt_text / messages / prompt_ids is used, in that order of precedence
 // when several are set: callers set one. ChatMessage comes from engine/tokenizer/chat_template.h.
@@ -147,76 +150,14 @@ class EngineObserver {
   virtual void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {}
 
   // One sampled partial step checked against a shadow full forward of the same canvas
-  // (EngineOptions::shadow_sample_rate). The shadow writes a scratch KV slab, never the
-  // sequence's, and its time is in `seconds` only, not in StepInfo::seconds. Called before
-  // the step's commits are applied, hence before the request's final event.
-  enum ShadowRegion {
-    kShadowPrompt = 0,    // prompt positions the partial step read from the cache
-    kShadowDecodedOld,    // decoded answer tokens older than the recent k (cached)
-    kShadowMasksOutside,  // masks outside the denoising window (cached)
-    kShadowRecomputed,    // rows the partial step recomputed (window masks + recent k)
-    kShadowRegions,
-  };
-  enum ShadowLayerGroup { kShadowFirst = 0, kShadowMiddle, kShadowLast, kShadowLayerGroups };
-  // Relative L2 drift ||cached - fresh|| / ||fresh|| of the K (and V) entries of a set of
-  // positions and layers, after the partial step wrote its rows. `positions` == 0 or
-  // `layers` == 0: no data (drifts 0).
-  struct KvDrift {
-    int positions = 0;
-    int layers = 0;
-    double k = 0;
-    double v = 0;
-    double kv = 0;  // K and V entries together
-  };
-  struct ShadowSample {
-    std::string request_id;  // GenerationRequest::id
-    int step = 0;            // the sequence's denoising step that was shadowed
-    // E that allowed this partial step: max entropy (nats) of the tokens committed by the
-    // previous step (0 when it committed none).
-    double entropy = 0;
-    int predicted_rows = 0;
-    double kl_mean = 0;  // mean over predicted rows of KL(full || partial), nats
-    double kl_max = 0;
-    // Whether the tokens (positions and ids) the step commits would differ had it been full.
-    bool decision_mismatch = false;
-    int committed = 0;  // tokens the (partial) step commits
-    // max over committed tokens of |p_partial(token) - p_full(token)| at its position.
-    double max_prob_change = 0;
-    KvDrift drift[kShadowRegions];                               // all layers
-    KvDrift drift_by_group[kShadowRegions][kShadowLayerGroups];  // first/middle/last third
-    double seconds = 0;  // the shadow forward plus the comparison
-    // The τ scale in effect after this sample (TauAutotuneOptions; 1 when autotuning is off).
-    double tau_scale = 1;
-  };
+  // (EngineOptions::shadow; ShadowSample in engine/shadow_sampling.h). Called before the
+  // step's commits are applied, hence before the request's final event.
   virtual void OnShadowSample(const ShadowSample& sample) {}
 };
-
-// Metric label of a shadow region: "prompt", "decoded_old", "masks_outside", "recomputed".
-const char* ShadowRegionName(int region);
-// "first", "middle", "last".
-const char* ShadowLayerGroupName(int group);
 
 // ---------------------------------------------------------------- engine
 
 enum class BackendKind { kCpu, kCuda };
-
-// EntropyCache τ autotuning (engine/scheduler/tau_controller.h): keeps the shadow steps'
-// decision-mismatch rate under a budget by scaling every request's τ. Needs shadow samples
-// (EngineOptions::shadow_sample_rate > 0).
-struct TauAutotuneOptions {
-  bool enabled = false;
-  double mismatch_budget = 0.05;  // ceiling of the decision-mismatch rate, in (0, 1)
-  int window_samples = 50;        // shadow samples per adjustment
-  double step_factor = 1.25;      // the scale moves by this factor per adjustment, > 1
-  double min_scale = 1.0 / 64;    // 0 < min_scale <= 1 <= max_scale
-  double max_scale = 64;
-};
-
-// INVALID_ARGUMENT "<field>: <reason>" when an option is out of range (checked when enabled
-// or not, so a config cannot hide a bad value behind enabled: false), or when autotuning is
-// enabled without shadow samples to learn from (`shadow_sample_rate`, the engine's rate).
-absl::Status ValidateTauAutotuneOptions(const TauAutotuneOptions& options,
-                                        float shadow_sample_rate);
 
 struct EngineOptions {
   std::string model_dir;
@@ -226,14 +167,7 @@ struct EngineOptions {
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
   int cpu_threads = 0;      // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
-  // Fraction of partial steps checked by a shadow full forward (cache.shadow_sample_rate);
-  // 0 = off. At most one shadow per engine step, none while requests wait in the queue.
-  float shadow_sample_rate = 0.0f;
-  // Cap on shadow time as a fraction of the engine's own step time (> 0; infinity: none).
-  // A drawn shadow is skipped while earlier ones have used up the budget
-  // (engine/scheduler/shadow_budget.h), so the cost is bounded whatever the speed-up.
-  double shadow_max_time_fraction = std::numeric_limits<double>::infinity();
-  TauAutotuneOptions tau_autotune;     // off by default
+  ShadowOptions shadow;                // shadow sampling and τ autotuning; off by default
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
 };
 

@@ -75,9 +75,7 @@ class EngineImpl final : public Engine {
     worker.context.end_token_ids = info_.end_token_ids;
     worker.context.shift_logits = config.shift_logits;
     worker.observer = options.observer;
-    worker.shadow_sample_rate = options.shadow_sample_rate;
-    worker.shadow_max_time_fraction = options.shadow_max_time_fraction;
-    worker.tau_autotune = options.tau_autotune;
+    worker.shadow = options.shadow;
     worker_ = std::make_unique<Worker>(std::move(worker), executor_.get());
   }
 

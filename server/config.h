@@ -77,14 +77,14 @@ struct CacheDefaults {
   std::optional<float> entropy_threshold;
   std::optional<int> recent_k;
   std::optional<int> refresh_interval;
-  // Not a request default: the engine's EngineOptions::shadow_sample_rate, the fraction of
+  // Not a request default: the engine's ShadowOptions::sample_rate, the fraction of
   // partial steps checked by a shadow full forward (cache-quality metrics). 0 = off.
   float shadow_sample_rate = 0.0f;
-  // Not a request default: EngineOptions::shadow_max_time_fraction, the cap on shadow time as
+  // Not a request default: ShadowOptions::max_time_fraction, the cap on shadow time as
   // a fraction of the engine's step time (> 0; a large value lifts it). The default keeps
   // shadow sampling's cost at or under 2% whatever the rate and the cache's speed-up.
   double shadow_max_time_fraction = 0.02;
-  // Not a request default either: EngineOptions::tau_autotune (cache.autotune.*), which scales
+  // Not a request default either: ShadowOptions::tau_autotune (cache.autotune.*), which scales
   // every EntropyCache tau to keep the shadow decision-mismatch rate under a budget. Off by
   // default; needs shadow_sample_rate > 0.
   TauAutotuneOptions autotune;

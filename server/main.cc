@@ -286,9 +286,9 @@ int Run(int argc, char** argv) {
   options.cpu_threads = config.engine.cpu_threads;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics.get();
-  options.shadow_sample_rate = config.cache.shadow_sample_rate;
-  options.shadow_max_time_fraction = config.cache.shadow_max_time_fraction;
-  options.tau_autotune = config.cache.autotune;
+  options.shadow.sample_rate = config.cache.shadow_sample_rate;
+  options.shadow.max_time_fraction = config.cache.shadow_max_time_fraction;
+  options.shadow.tau_autotune = config.cache.autotune;
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) {

@@ -28,7 +28,7 @@
 //   dllm_build_info{version,backend,model} gauge: 1 once the model is loaded (version is
 //                                          `git describe` at configure time)
 // Cache quality, from sampled shadow full steps (cache.shadow_sample_rate; see
-// EngineObserver::ShadowSample):
+// ShadowSample in engine/shadow_sampling.h):
 //   dllm_cache_shadow_samples_total        counter: partial steps checked by a shadow forward
 //   dllm_cache_shadow_decision_mismatch_total  counter: samples whose commits would differ
 //   dllm_cache_shadow_kl                   histogram: mean KL(full || partial), nats, per sample
@@ -115,8 +115,7 @@ class ServerMetrics : public EngineObserver {
   prometheus::Histogram& shadow_prob_change_;
   prometheus::Family<prometheus::Histogram>& shadow_drift_family_;
   // [region][0 = all layers, 1 + layer third]
-  prometheus::Histogram* shadow_drift_[EngineObserver::kShadowRegions]
-                                      [1 + EngineObserver::kShadowLayerGroups] = {};
+  prometheus::Histogram* shadow_drift_[kShadowRegions][1 + kShadowLayerGroups] = {};
 
   // Ring buffer of the last kRefreshWindow sequence-steps (true = full refresh).
   absl::Mutex window_mu_;

@@ -76,7 +76,7 @@ struct CacheParams {
   // kElastic: below this cosine similarity of a tracked token's attention between steps at
   // layer l, layers l+1.. are recomputed for every row (Elastic-Cache's gamma).
   float elastic_gamma = 0.9f;
-  // Per-request override of EngineOptions::shadow_sample_rate, in [0, 1]; unset: the engine's.
+  // Per-request override of ShadowOptions::sample_rate, in [0, 1]; unset: the engine's.
   // Shadow steps are an observation only: they never change what the request commits.
   std::optional<float> shadow_sample_rate;
 };

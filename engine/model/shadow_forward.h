@@ -1,5 +1,5 @@
 // Shadow-step support: what the scheduler needs to check a partial step against a full one
-// (cache-quality observability, EngineOptions::shadow_sample_rate).
+// (cache-quality observability, engine/shadow_sampling.h; run by engine/scheduler/shadow/).
 //
 // ForwardCapturingLogits runs a batch exactly like Transformer::Forward (same kernels, same
 // slab writes, bitwise the same RowStats) and additionally downloads the fp32 logits rows of

@@ -8,8 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/counter_rng.h"
-#include "engine/scheduler/shadow_sample.h"
 
 namespace dllm {
 namespace {
@@ -261,63 +259,10 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   pending_.sink->OnStep(event);
 }
 
-namespace {
-// Domain word of the shadow draws (ASCII "shdw"), apart from the sampling draws.
-constexpr uint32_t kRngDomainShadow = 0x73686477u;
-}  // namespace
-
-bool Sequence::ShadowDrawn(float engine_rate) const {
-  if (plan_.full || decoder_.finished()) return false;
-  // An elastic step may be run again from a deep layer; a shadow would measure its first pass.
-  if (NeedsHiddenStates(pending_.request.cache)) return false;
-  const float rate = pending_.request.cache.shadow_sample_rate.value_or(engine_rate);
-  if (!(rate > 0.0f)) return false;
-  if (rate >= 1.0f) return true;
-  const uint64_t key = pending_.id;
-  const Philox4x32 bits =
-      Philox4x32_10(Philox4x32{{0u, static_cast<uint32_t>(decoder_.step()), 0u, kRngDomainShadow}},
-                    static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
-  return UniformFromBits(bits.v[0]) < rate;
-}
-
 absl::StatusOr<std::vector<CommittedToken>> Sequence::DryCommit(
     std::span<const RowStats> rows) const {
   Decoder copy = decoder_;
   return copy.Commit(rows);
-}
-
-absl::StatusOr<EngineObserver::ShadowSample> Sequence::MeasureShadowStep(
-    const SequenceStep& step, std::span<const RowStats> partial_rows,
-    std::span<const std::vector<float>> partial_logits,
-    const StepExecutor::ShadowResult& shadow) const {
-  const size_t n = step.predict_positions.size();
-  if (partial_rows.size() != n || partial_logits.size() != n || shadow.rows.size() != n ||
-      shadow.logits.size() != n) {
-    return absl::InternalError("shadow step: row counts do not match the plan");
-  }
-  absl::StatusOr<std::vector<CommittedToken>> partial = DryCommit(partial_rows);
-  if (!partial.ok()) return partial.status();
-  absl::StatusOr<std::vector<CommittedToken>> full = DryCommit(shadow.rows);
-  if (!full.ok()) return full.status();
-  const int length = canvas_length();
-  std::vector<uint8_t> decided(static_cast<size_t>(length));
-  for (int p = 0; p < length; ++p) decided[p] = decoder_.decided(p) ? 1 : 0;
-  const std::vector<int8_t> regions =
-      ShadowRegions(length, decoder_.prompt_length(), decided, step.query_positions);
-  EngineObserver::ShadowSample sample;
-  sample.request_id = pending_.request.id;
-  sample.step = decoder_.step();
-  sample.entropy = last_step_entropy_;
-  ShadowInputs in;
-  in.predict_positions = step.predict_positions;
-  in.partial_logits = partial_logits;
-  in.full_logits = shadow.logits;
-  in.partial_commit = *partial;
-  in.full_commit = *full;
-  in.regions = regions;
-  in.kv = &shadow.kv;
-  MeasureShadow(in, &sample);
-  return sample;
 }
 
 void Sequence::Finish(absl::Status status, FinishReason reason, EngineObserver* observer) {

@@ -62,7 +62,7 @@ class Sequence {
 
   // Plans the coming step. The returned step's spans point into this sequence and stay
   // valid until ApplyStep.
-  // `tau_scale` (> 0) multiplies an EntropyCache τ (the engine's TauController).
+  // `tau_scale` (> 0) multiplies an EntropyCache τ (ShadowSteps::tau_scale).
   SequenceStep PlanStep(float tau_scale);
   bool planned_full() const { return plan_.full; }
   KvHandle* kv() { return kv_.get(); }
@@ -79,19 +79,15 @@ class Sequence {
   // events, and adds to `info`. On error the sequence should be finished with it.
   absl::Status ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info);
 
-  // ---- Shadow steps (see shadow_sample.h).
-  // Whether the planned step is a partial step drawn for a shadow at `engine_rate` (or the
-  // request's cache.shadow_sample_rate): a pure function of (request id, step), through the
-  // counter RNG, so it depends on nothing else in the batch.
-  bool ShadowDrawn(float engine_rate) const;
+  // ---- Read-only views of the planned step (between PlanStep and ApplyStep) for shadow
+  // steps (engine/scheduler/shadow/shadow_steps.h), which check it against a full forward.
+  int step() const { return decoder_.step(); }  // the planned step's index
+  int prompt_length() const { return decoder_.prompt_length(); }
+  bool decided(int32_t position) const { return decoder_.decided(position); }
+  // E of the latest applied step: max entropy of the tokens it committed (0 when none).
+  float last_step_entropy() const { return last_step_entropy_; }
   // The commits the decoder would make from `rows`, without changing anything.
   absl::StatusOr<std::vector<CommittedToken>> DryCommit(std::span<const RowStats> rows) const;
-  // Measures a shadow of the planned step `step` (before ApplyStep). `partial_logits` are the
-  // step's own rows, `shadow` the full forward's.
-  absl::StatusOr<EngineObserver::ShadowSample> MeasureShadowStep(
-      const SequenceStep& step, std::span<const RowStats> partial_rows,
-      std::span<const std::vector<float>> partial_logits,
-      const StepExecutor::ShadowResult& shadow) const;
 
   // Sends the final event (once), frees the KV memory and reports to the observer.
   void Finish(absl::Status status, FinishReason reason, EngineObserver* observer);

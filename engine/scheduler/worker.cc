@@ -12,8 +12,7 @@ namespace dllm {
 Worker::Worker(WorkerOptions options, StepExecutor* executor)
     : options_(std::move(options)),
       executor_(executor),
-      tau_(options_.tau_autotune),
-      shadow_budget_(options_.shadow_max_time_fraction) {
+      shadow_(options_.shadow, options_.observer, executor) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -63,6 +62,11 @@ void Worker::Cancel(RequestId id) {
 int Worker::in_flight() const {
   absl::MutexLock lock(&mu_);
   return in_flight_;
+}
+
+bool Worker::requests_waiting() const {
+  absl::MutexLock lock(&mu_);
+  return !queue_.empty();
 }
 
 void Worker::Drain(absl::Duration timeout) {
@@ -188,22 +192,6 @@ void Worker::Loop() {
   }
 }
 
-int Worker::PickShadow() {
-  if (options_.observer == nullptr || active_.empty() || !shadow_budget_.allows()) return -1;
-  {
-    absl::MutexLock lock(&mu_);
-    // Shadows are a luxury of idle capacity: never while someone waits for admission.
-    if (!queue_.empty()) return -1;
-  }
-  const size_t n = active_.size();
-  const size_t start = static_cast<size_t>(steps_run_ % n);
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (start + k) % n;
-    if (active_[i]->ShadowDrawn(options_.shadow_sample_rate)) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 void Worker::RunStep() {
   const auto start = std::chrono::steady_clock::now();
   EngineObserver::StepInfo info;
@@ -212,51 +200,15 @@ void Worker::RunStep() {
   batch.sequences.reserve(active_.size());
   handles.reserve(active_.size());
   for (auto& seq : active_) {
-    batch.sequences.push_back(seq->PlanStep(tau_.scale()));
+    batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
     handles.push_back(seq->kv());
   }
-  int shadow = PickShadow();
-  ++steps_run_;
   StepResult result;
-  std::vector<std::vector<float>> partial_logits;
-  absl::Status status;
-  if (shadow >= 0) {
-    status = executor_->RunCapturingLogits(batch, handles, shadow, &result, &partial_logits);
-    if (absl::IsUnimplemented(status)) {
-      shadow = -1;
-      status = executor_->Run(batch, handles, &result);
-    }
-  } else {
-    status = executor_->Run(batch, handles, &result);
-  }
-  if (status.ok() && result.size() != active_.size()) {
-    status = absl::InternalError(absl::StrCat("forward returned ", result.size(), " results for ",
-                                              active_.size(), " sequences"));
-  }
+  // The forward, and the shadow of one partial step when one is drawn (reported before the
+  // commits below, which it does not change).
+  absl::Status status = shadow_.Forward(
+      batch, handles, active_, [this] { return requests_waiting(); }, &result);
   EngineObserver* observer = options_.observer;
-  // The shadow runs before the commit, while the canvas is the one the step saw. Its failure
-  // (no KV room for the scratch slab, say) only costs the sample, never the request.
-  std::optional<EngineObserver::ShadowSample> sample;
-  double shadow_seconds = 0;
-  if (status.ok() && shadow >= 0) {
-    const auto shadow_start = std::chrono::steady_clock::now();
-    absl::StatusOr<StepExecutor::ShadowResult> full =
-        executor_->RunShadow(batch.sequences[shadow], handles[shadow]);
-    if (full.ok()) {
-      absl::StatusOr<EngineObserver::ShadowSample> measured = active_[shadow]->MeasureShadowStep(
-          batch.sequences[shadow], result[shadow], partial_logits, *full);
-      if (measured.ok()) sample = std::move(*measured);
-    }
-    shadow_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
-    if (sample.has_value()) {
-      tau_.Observe(sample->decision_mismatch);
-      sample->tau_scale = tau_.scale();
-      sample->seconds = shadow_seconds;
-      // Reported before the commits, so that it precedes the request's final event.
-      if (observer != nullptr) observer->OnShadowSample(*sample);
-    }
-  }
   if (!status.ok()) {
     for (auto& seq : active_) seq->Finish(status, FinishReason::kError, observer);
   } else {
@@ -289,9 +241,8 @@ void Worker::RunStep() {
       }
     }
   }
-  info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
-                 shadow_seconds;
-  shadow_budget_.Record(info.seconds, shadow_seconds);
+  info.seconds = shadow_.EndStep(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (observer != nullptr) observer->OnStep(info);
 }
 

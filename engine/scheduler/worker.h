@@ -6,15 +6,10 @@
 //         plan every active sequence (full or partial) → ONE ragged forward → commit, emit
 //         events → retire finished sequences.
 //
-// Shadow steps (shadow_sample_rate > 0, with an observer): when no request waits in the
-// queue and the shadow time budget has room (ShadowBudget, shadow_max_time_fraction), at
-// most one sequence per step whose partial step was drawn (Sequence::ShadowDrawn;
-// the draws are scanned from a rotating start so no sequence is favoured) gets its logits
-// captured, then a full forward of the same canvas into a scratch slab before the commit.
-// The result goes to EngineObserver::OnShadowSample; the step commits exactly what it would
-// have without it, and the shadow's time is left out of StepInfo::seconds. With
-// tau_autotune enabled, each sample also feeds the TauController, whose scale multiplies
-// every EntropyCache τ from the next step on.
+// Shadow sampling (WorkerOptions::shadow) is ShadowSteps' (engine/scheduler/shadow/): the
+// step's forward goes through it, which may add a shadow of one partial step, reported
+// before the commit; the step commits exactly what it would have without it, and the
+// shadow's time is left out of StepInfo::seconds. Its τ scale applies to every plan.
 //
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.
@@ -25,7 +20,6 @@
 #define DLLM_ENGINE_SCHEDULER_WORKER_H_
 
 #include <deque>
-#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,9 +31,8 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/scheduler/sequence.h"
-#include "engine/scheduler/shadow_budget.h"
+#include "engine/scheduler/shadow/shadow_steps.h"
 #include "engine/scheduler/step_executor.h"
-#include "engine/scheduler/tau_controller.h"
 
 namespace dllm {
 
@@ -48,10 +41,7 @@ struct WorkerOptions {
   int queue_capacity = 64;
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
-  float shadow_sample_rate = 0.0f;     // default for requests without their own rate
-  // Shadow seconds / step seconds cap (> 0; infinity: none); see ShadowBudget.
-  double shadow_max_time_fraction = std::numeric_limits<double>::infinity();
-  TauAutotuneOptions tau_autotune;  // validated by the caller
+  ShadowOptions shadow;                // validated by the caller
 };
 
 class Worker {
@@ -77,14 +67,13 @@ class Worker {
  private:
   void Loop();
   void RunStep();
-  // The active sequence to shadow this step, or -1.
-  int PickShadow();
   void RetireDone();
+  // Whether requests wait in the queue (ShadowSteps runs no shadow then).
+  bool requests_waiting() const;
 
   const WorkerOptions options_;
   StepExecutor* const executor_;
-  TauController tau_;           // worker thread only
-  ShadowBudget shadow_budget_;  // worker thread only
+  ShadowSteps shadow_;  // worker thread only
 
   mutable absl::Mutex mu_;
   std::deque<PendingRequest> queue_ ABSL_GUARDED_BY(mu_);
@@ -101,7 +90,6 @@ class Worker {
 
   // Worker thread only.
   std::vector<std::unique_ptr<Sequence>> active_;
-  uint64_t steps_run_ = 0;  // rotates the shadow scan
 
   std::thread thread_;
 };

@@ -122,15 +122,14 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
 
 TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   ServerMetrics m;
-  EngineObserver::ShadowSample s;
+  ShadowSample s;
   s.kl_mean = 0.02;
   s.committed = 2;
   s.max_prob_change = 0.15;
   s.decision_mismatch = true;
   s.seconds = 0.5;
-  s.drift[EngineObserver::kShadowPrompt] = {5, 3, 0.1, 0.2, 0.15};
-  s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowLast] = {5, 1, 0.3, 0.3,
-                                                                                  0.3};
+  s.drift[kShadowPrompt] = {5, 3, 0.1, 0.2, 0.15};
+  s.drift_by_group[kShadowPrompt][kShadowLast] = {5, 1, 0.3, 0.3, 0.3};
   m.OnShadowSample(s);
   s.decision_mismatch = false;
   s.kl_mean = 0.5;

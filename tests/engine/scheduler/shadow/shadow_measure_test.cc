@@ -1,6 +1,6 @@
 // The shadow-sample measurements against independent references: KL from explicit
 // probabilities, regions, drift aggregation by region and layer third, mismatch.
-#include "engine/scheduler/shadow_sample.h"
+#include "engine/scheduler/shadow/shadow_measure.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -33,13 +33,13 @@ TEST_CASE("KL(p || q) matches the definition; 0 for equal rows", "[shadow]") {
 }
 
 TEST_CASE("Layer thirds cover every layer in order", "[shadow]") {
-  CHECK(ShadowLayerGroup(0, 1) == 0);
-  CHECK(ShadowLayerGroup(0, 3) == 0);
-  CHECK(ShadowLayerGroup(1, 3) == 1);
-  CHECK(ShadowLayerGroup(2, 3) == 2);
-  CHECK(ShadowLayerGroup(5, 6) == 2);
-  CHECK(ShadowLayerGroup(3, 6) == 1);
-  CHECK(ShadowLayerGroup(1, 6) == 0);
+  CHECK(ShadowLayerThird(0, 1) == 0);
+  CHECK(ShadowLayerThird(0, 3) == 0);
+  CHECK(ShadowLayerThird(1, 3) == 1);
+  CHECK(ShadowLayerThird(2, 3) == 2);
+  CHECK(ShadowLayerThird(5, 6) == 2);
+  CHECK(ShadowLayerThird(3, 6) == 1);
+  CHECK(ShadowLayerThird(1, 6) == 0);
 }
 
 TEST_CASE("Regions: prompt, old decoded, masks outside, recomputed rows", "[shadow]") {
@@ -47,11 +47,10 @@ TEST_CASE("Regions: prompt, old decoded, masks outside, recomputed rows", "[shad
   std::vector<uint8_t> decided = {1, 1, 1, 1, 1, 0, 1, 0, 0, 0};
   const std::vector<int32_t> query = {2, 6, 7, 8};
   const std::vector<int8_t> r = ShadowRegions(10, 3, decided, query);
-  using O = EngineObserver;
-  const std::vector<int8_t> want = {
-      O::kShadowPrompt,     O::kShadowPrompt,       O::kShadowRecomputed, O::kShadowDecodedOld,
-      O::kShadowDecodedOld, O::kShadowMasksOutside, O::kShadowRecomputed, O::kShadowRecomputed,
-      O::kShadowRecomputed, O::kShadowMasksOutside};
+  const std::vector<int8_t> want = {kShadowPrompt,      kShadowPrompt,     kShadowRecomputed,
+                                    kShadowDecodedOld,  kShadowDecodedOld, kShadowMasksOutside,
+                                    kShadowRecomputed,  kShadowRecomputed, kShadowRecomputed,
+                                    kShadowMasksOutside};
   CHECK(r == want);
 }
 
@@ -89,7 +88,7 @@ TEST_CASE("MeasureShadow: mismatch, KL and committed-probability change", "[shad
   const std::vector<std::vector<float>> full = {{2.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 1.0f}};
   const std::vector<CommittedToken> commit_partial = {{6, 1, 0.9f}};
   std::vector<CommittedToken> commit_full = {{6, 2, 0.9f}};
-  const std::vector<int8_t> regions(8, EngineObserver::kShadowPrompt);
+  const std::vector<int8_t> regions(8, kShadowPrompt);
   KvSquaredDiffs kv;
   kv.layers = 1;
   kv.positions = 8;
@@ -105,7 +104,7 @@ TEST_CASE("MeasureShadow: mismatch, KL and committed-probability change", "[shad
   in.full_commit = commit_full;
   in.regions = regions;
   in.kv = &kv;
-  EngineObserver::ShadowSample s;
+  ShadowSample s;
   MeasureShadow(in, &s);
   CHECK(s.predicted_rows == 2);
   CHECK(s.decision_mismatch);
@@ -116,8 +115,8 @@ TEST_CASE("MeasureShadow: mismatch, KL and committed-probability change", "[shad
   CHECK(s.kl_max == Approx(kl1));
   const double p_partial = Softmax(partial[1])[1], p_full = Softmax(full[1])[1];
   CHECK(s.max_prob_change == Approx(std::abs(p_partial - p_full)));
-  CHECK(s.drift[EngineObserver::kShadowPrompt].positions == 8);
-  CHECK(s.drift[EngineObserver::kShadowPrompt].kv == 0.0);
+  CHECK(s.drift[kShadowPrompt].positions == 8);
+  CHECK(s.drift[kShadowPrompt].kv == 0.0);
   commit_full = commit_partial;
   in.full_commit = commit_full;
   MeasureShadow(in, &s);

@@ -1,4 +1,4 @@
-#include "engine/scheduler/shadow_sample.h"
+#include "engine/scheduler/shadow/shadow_measure.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,7 +36,7 @@ double SoftmaxProbability(std::span<const float> logits, int32_t token) {
   return std::exp(double(logits[token]) - LogSumExp(logits));
 }
 
-int ShadowLayerGroup(int layer, int layers) {
+int ShadowLayerThird(int layer, int layers) {
   if (layers <= 0) return 0;
   return std::min(2, layer * 3 / layers);
 }
@@ -47,27 +47,27 @@ std::vector<int8_t> ShadowRegions(int canvas_length, int prompt_length,
   std::vector<int8_t> regions(static_cast<size_t>(canvas_length));
   for (int p = 0; p < canvas_length; ++p) {
     if (p < prompt_length) {
-      regions[p] = EngineObserver::kShadowPrompt;
+      regions[p] = kShadowPrompt;
     } else if (static_cast<size_t>(p) < decided.size() && decided[p] != 0) {
-      regions[p] = EngineObserver::kShadowDecodedOld;
+      regions[p] = kShadowDecodedOld;
     } else {
-      regions[p] = EngineObserver::kShadowMasksOutside;
+      regions[p] = kShadowMasksOutside;
     }
   }
   for (int32_t q : query_rows) {
-    if (q >= 0 && q < canvas_length) regions[q] = EngineObserver::kShadowRecomputed;
+    if (q >= 0 && q < canvas_length) regions[q] = kShadowRecomputed;
   }
   return regions;
 }
 
-EngineObserver::KvDrift AggregateKvDrift(const KvSquaredDiffs& kv, std::span<const int8_t> regions,
-                                         int region, int group) {
-  EngineObserver::KvDrift drift;
+KvDrift AggregateKvDrift(const KvSquaredDiffs& kv, std::span<const int8_t> regions, int region,
+                         int group) {
+  KvDrift drift;
   double kd = 0, kr = 0, vd = 0, vr = 0;
   const int positions = std::min<int>(kv.positions, static_cast<int>(regions.size()));
   for (int p = 0; p < positions; ++p) drift.positions += regions[p] == region ? 1 : 0;
   for (int l = 0; l < kv.layers; ++l) {
-    if (group >= 0 && ShadowLayerGroup(l, kv.layers) != group) continue;
+    if (group >= 0 && ShadowLayerThird(l, kv.layers) != group) continue;
     ++drift.layers;
     for (int p = 0; p < positions; ++p) {
       if (regions[p] != region) continue;
@@ -94,7 +94,7 @@ bool CommitsDiffer(std::span<const CommittedToken> a, std::span<const CommittedT
   return false;
 }
 
-void MeasureShadow(const ShadowInputs& in, EngineObserver::ShadowSample* sample) {
+void MeasureShadow(const ShadowInputs& in, ShadowSample* sample) {
   const size_t rows = std::min(in.partial_logits.size(), in.full_logits.size());
   sample->predicted_rows = static_cast<int>(rows);
   double kl_sum = 0, kl_max = 0;
@@ -120,9 +120,9 @@ void MeasureShadow(const ShadowInputs& in, EngineObserver::ShadowSample* sample)
   }
   sample->max_prob_change = max_change;
   if (in.kv != nullptr) {
-    for (int region = 0; region < EngineObserver::kShadowRegions; ++region) {
+    for (int region = 0; region < kShadowRegions; ++region) {
       sample->drift[region] = AggregateKvDrift(*in.kv, in.regions, region, -1);
-      for (int g = 0; g < EngineObserver::kShadowLayerGroups; ++g) {
+      for (int g = 0; g < kShadowLayerGroups; ++g) {
         sample->drift_by_group[region][g] = AggregateKvDrift(*in.kv, in.regions, region, g);
       }
     }

@@ -1,4 +1,4 @@
-#include "engine/scheduler/tau_controller.h"
+#include "engine/scheduler/shadow/tau_controller.h"
 
 #include <catch2/catch.hpp>
 
@@ -47,25 +47,6 @@ TEST_CASE("TauController does nothing while disabled", "[scheduler][autotune]") 
   TauController c(o);
   for (int i = 0; i < 20; ++i) CHECK_FALSE(c.Observe(true));
   CHECK(c.scale() == 1.0f);
-}
-
-TEST_CASE("Tau autotune options are validated with the field named", "[scheduler][autotune]") {
-  CHECK(ValidateTauAutotuneOptions(TauAutotuneOptions{}, 0.0f).ok());
-  auto message = [](TauAutotuneOptions o) {
-    return std::string(ValidateTauAutotuneOptions(o, 0.0f).message());
-  };
-  TauAutotuneOptions o;
-  o.mismatch_budget = 0;
-  CHECK_THAT(message(o), Catch::Contains("mismatch_budget"));
-  o = {};
-  o.window_samples = 0;
-  CHECK_THAT(message(o), Catch::Contains("window_samples"));
-  o = {};
-  o.step_factor = 1;
-  CHECK_THAT(message(o), Catch::Contains("step_factor"));
-  o = {};
-  o.min_scale = 2;
-  CHECK_THAT(message(o), Catch::Contains("min_scale"));
 }
 
 }  // namespace

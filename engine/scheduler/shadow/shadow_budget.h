@@ -1,5 +1,5 @@
 // ShadowBudget: caps the wall time that shadow steps take to a fraction of the engine's
-// step time (EngineOptions::shadow_max_time_fraction).
+// step time (ShadowOptions::max_time_fraction, engine/shadow_sampling.h).
 //
 // A shadow is a full forward, so with shadows on a fraction r of the partial steps the cost
 // is about r x (full-step time / partial-step time), which grows with the very speed-up the
@@ -14,9 +14,9 @@
 // Skipping depends only on time already spent, never on the step's content (its entropy or
 // policy), so the samples that do run remain a uniform draw of the partial steps.
 //
-// Thread-safety: none; the engine worker owns it.
-#ifndef DLLM_ENGINE_SCHEDULER_SHADOW_BUDGET_H_
-#define DLLM_ENGINE_SCHEDULER_SHADOW_BUDGET_H_
+// Thread-safety: none; ShadowSteps owns it, on the engine's worker thread.
+#ifndef DLLM_ENGINE_SCHEDULER_SHADOW_SHADOW_BUDGET_H_
+#define DLLM_ENGINE_SCHEDULER_SHADOW_SHADOW_BUDGET_H_
 
 namespace dllm {
 
@@ -38,4 +38,4 @@ class ShadowBudget {
 
 }  // namespace dllm
 
-#endif  // DLLM_ENGINE_SCHEDULER_SHADOW_BUDGET_H_
+#endif  // DLLM_ENGINE_SCHEDULER_SHADOW_SHADOW_BUDGET_H_

@@ -1,6 +1,8 @@
 // Shadow steps on the real forward pass (CPU backend, random-weight fixtures): they never
 // change generations, they measure exactly zero when the partial step is exact, they see
-// drift when the cache is stale, and they respect the cost bound.
+// drift when the cache is stale, and they respect the cost bound (ShadowSteps,
+// engine/scheduler/shadow/shadow_steps.h, through the engine). Last, an executor without
+// shadow support (the scripted fake): the step runs plain, and no sample is reported.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
@@ -9,9 +11,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
-#include "engine/scheduler/tau_controller.h"
+#include "engine/engine_impl.h"
+#include "engine/scheduler/shadow/tau_controller.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
+#include "tests/engine/scheduler/fake_model.h"
 
 namespace dllm {
 namespace {
@@ -55,13 +59,13 @@ std::unique_ptr<Engine> MakeEngine(
     TauAutotuneOptions autotune = {},
     double max_time_fraction = std::numeric_limits<double>::infinity()) {
   EngineOptions options;
-  options.shadow_max_time_fraction = max_time_fraction;
-  options.tau_autotune = autotune;
+  options.shadow.max_time_fraction = max_time_fraction;
+  options.shadow.tau_autotune = autotune;
   options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/" + fixture;
   options.max_batch_sequences = batch;
   options.kv_budget_bytes = 64 << 20;
   options.cpu_threads = 1;
-  options.shadow_sample_rate = rate;
+  options.shadow.sample_rate = rate;
   options.observer = observer;
   auto engine = Engine::Create(options);
   INFO(engine.status().ToString());
@@ -203,11 +207,11 @@ TEST_CASE("Exact partial steps measure exactly zero", "[shadow][integration]") {
     CHECK(s.kl_max == 0.0);
     CHECK_FALSE(s.decision_mismatch);
     CHECK(s.max_prob_change == 0.0);
-    for (int region = 0; region < EngineObserver::kShadowRegions; ++region) {
+    for (int region = 0; region < kShadowRegions; ++region) {
       CHECK(s.drift[region].kv == 0.0);
     }
-    CHECK(s.drift[EngineObserver::kShadowPrompt].positions > 0);
-    CHECK(s.drift[EngineObserver::kShadowRecomputed].positions > 0);
+    CHECK(s.drift[kShadowPrompt].positions > 0);
+    CHECK(s.drift[kShadowRecomputed].positions > 0);
   }
 }
 
@@ -236,12 +240,11 @@ TEST_CASE("A stale cache shows drift, KL and mismatches", "[shadow][integration]
     for (const auto& s : samples) {
       mismatches += s.decision_mismatch ? 1 : 0;
       kl_positive += s.kl_mean > 0 ? 1 : 0;
-      const auto& prompt = s.drift[EngineObserver::kShadowPrompt];
+      const auto& prompt = s.drift[kShadowPrompt];
       drifted += prompt.kv > 0 ? 1 : 0;
       // The first layer's K/V depend only on token and position: never stale.
-      CHECK(s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowFirst].kv ==
-            0.0);
-      CHECK(s.drift_by_group[EngineObserver::kShadowPrompt][EngineObserver::kShadowLast].kv >= 0.0);
+      CHECK(s.drift_by_group[kShadowPrompt][kShadowFirst].kv == 0.0);
+      CHECK(s.drift_by_group[kShadowPrompt][kShadowLast].kv >= 0.0);
     }
     CHECK(drifted > 0);
     CHECK(kl_positive > 0);
@@ -354,11 +357,11 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
 TEST_CASE("Tau autotuning needs shadow samples", "[shadow][autotune]") {
   EngineOptions options;
   options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/llada_mha";
-  options.tau_autotune.enabled = true;
+  options.shadow.tau_autotune.enabled = true;
   auto engine = Engine::Create(options);
   CHECK_THAT(std::string(engine.status().message()), Catch::Contains("shadow_sample_rate"));
-  options.shadow_sample_rate = 0.1f;
-  options.tau_autotune.window_samples = 0;
+  options.shadow.sample_rate = 0.1f;
+  options.shadow.tau_autotune.window_samples = 0;
   engine = Engine::Create(options);
   CHECK_THAT(std::string(engine.status().message()), Catch::Contains("window_samples"));
 }
@@ -367,9 +370,49 @@ TEST_CASE("The shadow time budget must be positive", "[shadow]") {
   EngineOptions options;
   options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/llada_mha";
   for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
-    options.shadow_max_time_fraction = bad;
+    options.shadow.max_time_fraction = bad;
     auto engine = Engine::Create(options);
-    CHECK_THAT(std::string(engine.status().message()), Catch::Contains("shadow_max_time_fraction"));
+    CHECK_THAT(std::string(engine.status().message()), Catch::Contains("shadow.max_time_fraction"));
+  }
+}
+
+TEST_CASE("An executor without shadow steps runs the plain step and reports no sample",
+          "[shadow]") {
+  // The scripted fake keeps StepExecutor's UNIMPLEMENTED shadow methods: a drawn shadow falls
+  // back to the plain forward, and the requests decode exactly as with shadows off.
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest r;
+    r.id = "fake" + std::to_string(i);
+    for (int j = 0; j < 5 + i; ++j) r.prompt_ids.push_back(20 + j);
+    r.max_new_tokens = 16;
+    r.decoding.schedule = Schedule::kBlock;
+    r.decoding.block_length = 8;
+    r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 2);
+    reqs.push_back(r);
+  }
+  std::vector<FinalEvent> finals[2];
+  RecordingObserver observers[2];
+  for (int on = 0; on < 2; ++on) {
+    EngineOptions options;
+    options.shadow.sample_rate = on ? 1.0f : 0.0f;
+    options.observer = &observers[on];
+    auto engine = CreateEngineForTesting(options, testing::FakeConfig(),
+                                         std::make_unique<testing::FakeExecutor>(1 << 20),
+                                         std::make_unique<testing::FakeTokenizer>());
+    REQUIRE(engine.ok());
+    finals[on] = RunAll(**engine, reqs);
+  }
+  for (int on = 0; on < 2; ++on) {
+    CHECK(observers[on].samples().empty());
+    CHECK(observers[on].events().find('T') != std::string::npos);
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(finals[1][i].stats.partial_steps > 0);  // shadows were drawn (rate 1)
+    CHECK(finals[1][i].token_ids == finals[0][i].token_ids);
+    CHECK(finals[1][i].stats.steps == finals[0][i].stats.steps);
+    CHECK(finals[1][i].stats.rows_computed == finals[0][i].stats.rows_computed);
   }
 }
 

@@ -9,12 +9,11 @@
 // A request's own τ is a preference the scale applies to, so requests keep their relative
 // order of strictness. Policies without τ (none, dual, interval) are unaffected.
 //
-// Thread-safety: none; the engine worker owns it.
-#ifndef DLLM_ENGINE_SCHEDULER_TAU_CONTROLLER_H_
-#define DLLM_ENGINE_SCHEDULER_TAU_CONTROLLER_H_
+// Thread-safety: none; ShadowSteps owns it, on the engine's worker thread.
+#ifndef DLLM_ENGINE_SCHEDULER_SHADOW_TAU_CONTROLLER_H_
+#define DLLM_ENGINE_SCHEDULER_SHADOW_TAU_CONTROLLER_H_
 
-#include "absl/status/status.h"
-#include "engine/engine.h"
+#include "engine/shadow_sampling.h"
 
 namespace dllm {
 
@@ -37,4 +36,4 @@ class TauController {
 
 }  // namespace dllm
 
-#endif  // DLLM_ENGINE_SCHEDULER_TAU_CONTROLLER_H_
+#endif  // DLLM_ENGINE_SCHEDULER_SHADOW_TAU_CONTROLLER_H_

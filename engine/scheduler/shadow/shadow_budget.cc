@@ -1,4 +1,4 @@
-#include "engine/scheduler/shadow_budget.h"
+#include "engine/scheduler/shadow/shadow_budget.h"
 
 #include <algorithm>
 #include <cmath>

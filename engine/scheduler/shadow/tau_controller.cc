@@ -1,4 +1,4 @@
-#include "engine/scheduler/tau_controller.h"
+#include "engine/scheduler/shadow/tau_controller.h"
 
 #include <algorithm>
 
