@@ -10,6 +10,7 @@ namespace {
 
 std::vector<double> Softmax(const std::vector<float>& logits) {
   std::vector<double> p;
+  p.reserve(logits.size());
   double z = 0;
   for (float x : logits) z += std::exp(double(x));
   for (float x : logits) p.push_back(std::exp(double(x)) / z);
