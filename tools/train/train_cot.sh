@@ -8,8 +8,10 @@
 # Env:   STATE_ROOT (default tools/train/out_cot), OUT_ROOT (default $STATE_ROOT/models;
 #        models/<name> once they ship): checkpoints and
 #        the best-by-validation model folders. MIX (family weights, default uniform), SHOTS
-#        (default 2,6), LR (default 6e-4), MAX_STEPS (default: 20,000 steps after the phase
-#        start; where the cosine schedule ends and the run stops).
+#        (default 2,6), LR (default 6e-4), MAX_STEPS (where the cosine schedule ends and the
+#        run stops; default llada-cot 64,500, dream-cot 37,000: the schedule first ran to
+#        20,000 steps after the phase start and was shortened on 2026-12-03, at steps ~60,000
+#        and ~32,600, to anneal within the CPU time left; keep it, or the rate jumps back up).
 # The learning-rate schedule restarts at the step the long model was snapshotted at
 # (--cosine-from): llada-long 52,642, dream-long 25,500.
 set -euo pipefail
@@ -22,8 +24,8 @@ names=("$@")
 mkdir -p "$state_root"
 for name in "${names[@]}"; do
   case "$name" in
-    llada-cot) family=(--family llada --seed 2); from=52642; src=llada-long ;;
-    dream-cot) family=(--family dream --kv-heads 2 --seed 3); from=25500; src=dream-long ;;
+    llada-cot) family=(--family llada --seed 2); from=52642; end=64500; src=llada-long ;;
+    dream-cot) family=(--family dream --kv-heads 2 --seed 3); from=25500; end=37000; src=dream-long ;;
     *) echo "train_cot.sh: unknown model '$name' (llada-cot or dream-cot)" >&2; exit 2 ;;
   esac
   # The trainer runs as `python3 -m tools.train.train`; one started before that (as
@@ -51,7 +53,7 @@ for name in "${names[@]}"; do
     --state-dir "$state_root/$name" --out "$out_root/$name" \
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr "${LR:-6e-4}" \
-    --warmup 1 --cosine-from "$from" --max-steps "${MAX_STEPS:-$((from + 20000))}" \
+    --warmup 1 --cosine-from "$from" --max-steps "${MAX_STEPS:-$end}" \
     --curriculum-steps 0 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
     --family-weights "${MIX:-add=1,sub=1,reverse=1,copy=1,swap=1}" --shots "${SHOTS:-2,6}" \
     --val-items 10 --eval-batch 5 --eval-every 1000 --ckpt-minutes 5 --minutes 100000 \
