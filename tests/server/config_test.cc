@@ -158,5 +158,38 @@ TEST_CASE("command line: bad flags are rejected with the flag's name") {
   CHECK(ParseCommandLine({"--help"})->help);
 }
 
+TEST_CASE("config: server.address ports are range-checked", "[config][reliability]") {
+  for (const char* address : {"127.0.0.1:99999", "0.0.0.0:65536", "127.0.0.1:-1",
+                              "127.0.0.1:", "127.0.0.1:80a", "[::1]:123456"}) {
+    INFO(address);
+    const std::string error = ErrorOf(std::string("server: {address: \"") + address + "\"}");
+    CHECK_THAT(error, Catch::Contains("server.address") && Catch::Contains("port"));
+  }
+  for (const char* address :
+       {"127.0.0.1:0", "0.0.0.0:65535", "[::]:50051", "localhost:1", "unix:/tmp/dllm.sock"}) {
+    INFO(address);
+    CHECK(
+        ParseServerConfig(std::string("server: {address: \"") + address + "\"}", "test.yaml").ok());
+  }
+  // --port keeps working and is checked by the same rule.
+  ServerConfig config;
+  config.server.address = "127.0.0.1:50051";
+  auto cl = ParseCommandLine({"--port", "6000"});
+  REQUIRE(cl.ok());
+  CHECK(ApplyCommandLine(*cl, &config).ok());
+  CHECK(config.server.address == "127.0.0.1:6000");
+}
+
+TEST_CASE("config: config bounds print as integers", "[config][reliability]") {
+  const std::string error = ErrorOf("server: {max_receive_message_bytes: 100}");
+  CHECK_THAT(error, Catch::Contains("[1024, 2147483647]"));
+  CHECK_THAT(error, !Catch::Contains("e+"));
+  CHECK_THAT(ErrorOf("limits: {max_new_tokens: 5000000}"),
+             Catch::Contains("5000000 is outside [1, 1048576]"));
+  CHECK_THAT(ErrorOf("server: {drain_timeout_seconds: 4000.5}"),
+             Catch::Contains("4000.5 is outside [0, 3600]"));
+  CHECK_THAT(ErrorOf("limits: {max_prompt_bytes: -1}"), Catch::Contains("limits.max_prompt_bytes"));
+}
+
 }  // namespace
 }  // namespace dllm

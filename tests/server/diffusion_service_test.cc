@@ -1,5 +1,5 @@
-// Drives DiffusionService and its Gateway over a real gRPC channel on loopback against
-// FakeEngine.
+// Drives DiffusionService and its Gateway over a real gRPC channel on loopback against the
+// real engine over a scripted model (tests/support/scripted_engine.h).
 #include "server/diffusion_service.h"
 
 #include <grpcpp/generic/generic_stub.h>
@@ -15,9 +15,11 @@
 namespace dllm {
 namespace {
 
-using testing::FakeEngine;
+using Harness = testing::GrpcHarness;
+using testing::ScriptedEngineOptions;
+using testing::ScriptedText;
 
-using Harness = testing::GrpcHarness<>;
+ScriptedEngineOptions StepTime(absl::Duration step) { return {.step_time = step}; }
 
 v1::GenerateRequest Prompt(const std::string& text, int tokens) {
   v1::GenerateRequest r;
@@ -35,18 +37,22 @@ TEST_CASE("service: unary Generate returns the engine's answer and stats") {
   grpc::Status status = h.stub().Generate(&context, request, &response);
   REQUIRE(status.ok());
   CHECK(response.request_id() == "my-id");
-  CHECK(response.text() == FakeEngine::ExpectedText(5));
+  CHECK(response.text() == ScriptedText(3, 5));
   CHECK(response.token_ids_size() == 5);
   CHECK(response.finish_reason() == v1::FINISH_REASON_LENGTH);
   CHECK(response.usage().prompt_tokens() == 3);
   CHECK(response.usage().generated_tokens() == 5);
   CHECK(response.cache_stats().steps() == 5);
+  // EntropyCache at the default τ 0.5: step 0 is full (nothing cached); step s + 1 is full
+  // when the token committed at step s (position 3 + s) had entropy 1.0, i.e. s even.
   CHECK(response.cache_stats().full_steps() == 3);
   CHECK(response.cache_stats().refresh_ratio() == Approx(0.6));
   // The server tokenized the prompt once and handed ids to the engine, no deadline set.
   const auto submitted = h.engine().submitted();
   REQUIRE(submitted.size() == 1);
-  CHECK(submitted[0].prompt_ids == std::vector<int32_t>{10 + 'a', 10 + 'b', 10 + 'c'});
+  CHECK(submitted[0].prompt_ids == std::vector<int32_t>{testing::ByteToken('a'),
+                                                        testing::ByteToken('b'),
+                                                        testing::ByteToken('c')});
   CHECK_FALSE(submitted[0].prompt_text.has_value());
   CHECK(submitted[0].deadline == absl::InfiniteFuture());
   CHECK(h.RequestsWithStatus("OK") == 1);
@@ -82,12 +88,12 @@ TEST_CASE("service: stream deltas concatenate to the final text; snapshots arriv
   CHECK(deltas == 8);
   CHECK(snapshots >= 1);  // best effort, but this client keeps up
   CHECK(finals == 1);
-  CHECK(committed == FakeEngine::ExpectedText(8));
+  CHECK(committed == ScriptedText(2, 8));
   CHECK(final_text == committed);
 }
 
 TEST_CASE("service: client cancellation mid-stream reaches the engine") {
-  Harness h(ServerConfig{}, 64, absl::Milliseconds(20));
+  Harness h(ServerConfig{}, StepTime(absl::Milliseconds(20)));
   grpc::ClientContext context;
   auto reader = h.stub().GenerateStream(&context, Prompt("x", 192));
   v1::GenerateStreamResponse message;
@@ -107,7 +113,7 @@ TEST_CASE("service: client cancellation mid-stream reaches the engine") {
 }
 
 TEST_CASE("service: the call deadline is passed to the engine") {
-  Harness h(ServerConfig{}, 64, absl::Milliseconds(20));
+  Harness h(ServerConfig{}, StepTime(absl::Milliseconds(20)));
   grpc::ClientContext context;
   const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(300);
   context.set_deadline(deadline);
@@ -221,23 +227,35 @@ TEST_CASE("service: bearer tokens are enforced") {
 }
 
 TEST_CASE("service: a full engine queue is RESOURCE_EXHAUSTED") {
-  Harness h(ServerConfig{}, /*queue_capacity=*/1, absl::Milliseconds(20));
-  grpc::ClientContext first_context;
-  auto first = h.stub().GenerateStream(&first_context, Prompt("x", 96));
+  // One sequence runs, one waits: a third request finds the queue full.
+  Harness h(ServerConfig{},
+            {.queue_capacity = 1, .max_batch_sequences = 1, .step_time = absl::Milliseconds(20)});
+  grpc::ClientContext running_context, waiting_context;
+  auto running = h.stub().GenerateStream(&running_context, Prompt("x", 96));
   v1::GenerateStreamResponse message;
-  REQUIRE(first->Read(&message));  // the first request occupies the only slot
+  REQUIRE(running->Read(&message));  // the first request holds the only batch slot
+  auto waiting = h.stub().GenerateStream(&waiting_context, Prompt("y", 96));
+  for (int i = 0; i < 500 && h.engine().submitted().size() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  REQUIRE(h.engine().submitted().size() == 2);  // the second one waits in the queue
   grpc::ClientContext context;
   v1::GenerateResponse response;
-  grpc::Status st = h.stub().Generate(&context, Prompt("y", 2), &response);
+  grpc::Status st = h.stub().Generate(&context, Prompt("z", 2), &response);
   CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  first_context.TryCancel();
-  while (first->Read(&message)) {
+  CHECK_THAT(st.error_message(), Catch::Contains("queue is full"));
+  running_context.TryCancel();
+  waiting_context.TryCancel();
+  while (running->Read(&message)) {
   }
-  first->Finish();
+  running->Finish();
+  while (waiting->Read(&message)) {
+  }
+  waiting->Finish();
 }
 
 TEST_CASE("service: UNAVAILABLE while loading and while draining") {
-  Harness h(ServerConfig{}, 64, absl::Milliseconds(1), /*attach=*/false);
+  Harness h(ServerConfig{}, {}, /*attach=*/false);
   {
     grpc::ClientContext context;
     v1::GenerateResponse response;
@@ -260,7 +278,7 @@ TEST_CASE("service: UNAVAILABLE while loading and while draining") {
 }
 
 TEST_CASE("service: drain lets in-flight requests finish; timed-out ones end UNAVAILABLE") {
-  Harness h(ServerConfig{}, 64, absl::Milliseconds(5));
+  Harness h(ServerConfig{}, StepTime(absl::Milliseconds(5)));
   grpc::Status short_status, long_status;
   std::thread short_call([&] {
     grpc::ClientContext context;
@@ -299,7 +317,7 @@ TEST_CASE("service: Tokenize and GetModelInfo") {
   v1::GetModelInfoResponse info;
   REQUIRE(h.stub().GetModelInfo(&info_context, {}, &info).ok());
   CHECK(info.family() == "llada");
-  CHECK(info.vocab_size() == 2000);
+  CHECK(info.vocab_size() == testing::kFakeVocab);
   CHECK(info.backend() == "cpu");
   CHECK(info.default_decoding().block_length() == 8);                // config over model default
   CHECK(info.default_cache().policy() == v1::CACHE_POLICY_ENTROPY);  // model default
@@ -315,8 +333,8 @@ namespace {
 
 TEST_CASE("service: model defaults that violate the limits are refused at attach time") {
   ServerConfig config;
-  config.limits.max_block_length = 16;  // FakeEngine's model default is 32
-  Harness h(config, 64, absl::Milliseconds(1), /*attach=*/false);
+  config.limits.max_block_length = 16;  // LLaDA's default block is 32
+  Harness h(config, {}, /*attach=*/false);
   const absl::Status st = h.gateway().AttachEngine(&h.engine());
   CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(st.message()), Catch::Contains("decoding.block_length"));

@@ -4,17 +4,17 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/clock.h"
-#include "tests/support/fake_engine.h"
+#include "tests/support/scripted_engine.h"
 
 namespace dllm {
 namespace {
 
-using testing::FakeEngine;
+using testing::ScriptedEngine;
 
 GenerationRequest LongRequest() {
   GenerationRequest request;
-  request.prompt_ids = {1, 2, 3};
-  request.max_new_tokens = 100000;  // ends only when cancelled (FakeEngine: 1 ms per step)
+  request.prompt_ids = {testing::ByteToken('a'), testing::ByteToken('b')};
+  request.max_new_tokens = 2048;  // ~2 s at 1 ms per step: still running when cancelled
   return request;
 }
 
@@ -25,7 +25,7 @@ class NullSink : public EventSink {
 };
 
 TEST_CASE("EngineRequestLink: a cancel well before the deadline reaches the engine") {
-  FakeEngine engine;
+  ScriptedEngine engine;
   EngineRequestLink link;
   absl::StatusOr<RequestId> id = engine.Submit(LongRequest(), std::make_shared<NullSink>());
   REQUIRE(id.ok());
@@ -37,7 +37,7 @@ TEST_CASE("EngineRequestLink: a cancel well before the deadline reaches the engi
 }
 
 TEST_CASE("EngineRequestLink: a cancel without a deadline reaches the engine") {
-  FakeEngine engine;
+  ScriptedEngine engine;
   EngineRequestLink link;
   absl::StatusOr<RequestId> id = engine.Submit(LongRequest(), std::make_shared<NullSink>());
   REQUIRE(id.ok());
@@ -48,7 +48,7 @@ TEST_CASE("EngineRequestLink: a cancel without a deadline reaches the engine") {
 }
 
 TEST_CASE("EngineRequestLink: a cancel before Bind is forwarded at Bind") {
-  FakeEngine engine;
+  ScriptedEngine engine;
   EngineRequestLink link;
   link.Cancel();
   absl::StatusOr<RequestId> id = engine.Submit(LongRequest(), std::make_shared<NullSink>());
@@ -63,7 +63,7 @@ TEST_CASE("EngineRequestLink: the deadline's own cancel is left to the engine") 
   // cancellation is the deadline's, and the engine must end the request as `deadline`.
   for (absl::Duration before :
        {absl::Milliseconds(50), absl::ZeroDuration(), -absl::Milliseconds(20)}) {
-    FakeEngine engine;
+    ScriptedEngine engine;
     EngineRequestLink link;
     absl::StatusOr<RequestId> id = engine.Submit(LongRequest(), std::make_shared<NullSink>());
     REQUIRE(id.ok());

@@ -1,6 +1,6 @@
 // GrpcHarness: a Gateway and a DiffusionService on a loopback gRPC port, in front of a
-// FakeEngine (or a subclass), with the server's metrics and a captured JSON log. What the
-// server and reliability suites drive the service through.
+// ScriptedEngine (the real engine over a scripted model) that reports to the server's metrics,
+// with a captured JSON log. What the server tests drive the service through.
 #ifndef DLLM_TESTS_SUPPORT_GRPC_HARNESS_H_
 #define DLLM_TESTS_SUPPORT_GRPC_HARNESS_H_
 
@@ -18,22 +18,21 @@
 #include "absl/time/clock.h"
 #include "server/diffusion_service.h"
 #include "server/gateway.h"
-#include "tests/support/fake_engine.h"
 #include "tests/support/locked_log.h"
+#include "tests/support/scripted_engine.h"
 
 namespace dllm::testing {
 
-template <typename EngineT = FakeEngine>
 class GrpcHarness {
  public:
   // `attach`: whether the engine serves from the start (false: calls are UNAVAILABLE, as
   // while a model loads). The environment holds TEST_TOKENS = "secret1,secret2" for
   // auth.tokens_env.
-  explicit GrpcHarness(ServerConfig config = {}, int queue_capacity = 64,
-                       absl::Duration step = absl::Milliseconds(1), bool attach = true)
+  explicit GrpcHarness(ServerConfig config = {}, ScriptedEngineOptions engine = {},
+                       bool attach = true)
       : config_(std::move(config)),
         logger_(LogLevel::kInfo, LogFormat::kJson, &log_),
-        engine_(queue_capacity, step, &metrics_) {
+        engine_(WithObserver(engine, &metrics_)) {
     auto auth = TokenAuthenticator::Create(config_.auth, [](const std::string& name) {
       return name == "TEST_TOKENS" ? std::optional<std::string>("secret1,secret2") : std::nullopt;
     });
@@ -60,7 +59,7 @@ class GrpcHarness {
 
   v1::DiffusionLM::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
-  EngineT& engine() { return engine_; }
+  ScriptedEngine& engine() { return engine_; }
   Gateway& gateway() { return *gateway_; }
   std::string log() { return log_.str(); }  // complete once the calls of interest finished
   int LogLines(const std::string& needle) {
@@ -101,11 +100,16 @@ class GrpcHarness {
   }
 
  private:
+  static ScriptedEngineOptions WithObserver(ScriptedEngineOptions o, EngineObserver* observer) {
+    o.observer = observer;
+    return o;
+  }
+
   ServerConfig config_;
   LockedLog log_;
   Logger logger_;
   ServerMetrics metrics_;
-  EngineT engine_;
+  ScriptedEngine engine_;
   std::unique_ptr<TokenAuthenticator> auth_;
   std::unique_ptr<Gateway> gateway_;  // outlives service_ and server_
   std::unique_ptr<DiffusionService> service_;

@@ -1,5 +1,5 @@
-// The engine worker against the scripted fake model (fake_model.h): cache-policy fidelity,
-// batch invariance, cancellation, deadlines, queue bounds, admission and events.
+// The engine worker against the scripted fake model (tests/support/fake_executor.h): cache-policy
+// fidelity, batch invariance, cancellation, deadlines, queue bounds, admission and events.
 #include "engine/scheduler/worker.h"
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "engine/engine_impl.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
-#include "tests/engine/scheduler/fake_model.h"
+#include "tests/support/fake_executor.h"
 
 namespace dllm {
 namespace {
@@ -437,13 +437,17 @@ TEST_CASE("A forward failure ends the batch with an error", "[scheduler][error]"
 }
 
 TEST_CASE("Commit events: answer positions, UTF-8-safe append-only text", "[scheduler][events]") {
-  // Answer: "€" split over tokens 10, 11, then 'A'..'D', then EOS. Positions are committed
-  // right to left (confidence grows with position), so text appears only at the end.
+  // Answer: "€" split over its three bytes' tokens, then 'A'..'D', then EOS. Positions are
+  // committed right to left (confidence grows with position), so text appears only at the end.
   const int prompt = 5;
-  auto fn = [](std::span<const uint64_t>, int32_t pos, const SequenceStep&) {
+  const std::vector<int32_t> answer = {testing::ByteToken(0xE2), testing::ByteToken(0x82),
+                                       testing::ByteToken(0xAC), testing::ByteToken('A'),
+                                       testing::ByteToken('B'),  testing::ByteToken('C'),
+                                       testing::ByteToken('D')};
+  auto fn = [&answer](std::span<const uint64_t>, int32_t pos, const SequenceStep&) {
     const int i = pos - prompt;
     RowStats r;
-    r.token = r.argmax_token = i == 0 ? 10 : i == 1 ? 11 : i < 6 ? 12 + (i - 2) : testing::kFakeEos;
+    r.token = r.argmax_token = i < static_cast<int>(answer.size()) ? answer[i] : testing::kFakeEos;
     r.token_prob = r.argmax_prob = 0.1f + 0.01f * i;
     r.entropy_nats = 0.2f;
     return r;
@@ -458,11 +462,11 @@ TEST_CASE("Commit events: answer positions, UTF-8-safe append-only text", "[sche
   const FinalEvent final = sink->Wait();
   REQUIRE(final.status.ok());
   CHECK(final.reason == FinishReason::kEos);
-  CHECK(final.token_ids == std::vector<int32_t>{10, 11, 12, 13, 14, 15});
+  CHECK(final.token_ids == answer);
   CHECK(final.text ==
         "\xE2\x82\xAC"
         "ABCD");
-  CHECK(final.stats.generated_tokens == 6);
+  CHECK(final.stats.generated_tokens == 7);
   std::string joined;
   const auto commits = sink->commits();
   REQUIRE(!commits.empty());
@@ -494,8 +498,9 @@ TEST_CASE("Submit validates requests and names the field", "[scheduler][validati
   expect(Request(d, {}, 0), absl::StatusCode::kInvalidArgument,
          "max_new_tokens: 0 is outside [1, 100]");
   GenerationRequest bad_id = Request(d);
-  bad_id.prompt_ids[1] = 64;
-  expect(bad_id, absl::StatusCode::kInvalidArgument, "prompt_ids[1] = 64");
+  bad_id.prompt_ids[1] = testing::kFakeVocab;  // one past the vocabulary
+  expect(bad_id, absl::StatusCode::kInvalidArgument,
+         "prompt_ids[1] = " + std::to_string(testing::kFakeVocab));
   GenerationRequest masked = Request(d);
   masked.prompt_ids[0] = testing::kFakeMask;
   expect(masked, absl::StatusCode::kInvalidArgument, "mask token");

@@ -15,7 +15,7 @@
 #include "engine/scheduler/shadow/tau_controller.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
-#include "tests/engine/scheduler/fake_model.h"
+#include "tests/support/fake_executor.h"
 
 namespace dllm {
 namespace {

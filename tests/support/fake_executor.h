@@ -1,13 +1,13 @@
-// Test doubles for the engine worker: a scripted model with a simulated KV cache, and a tiny
-// tokenizer with multi-byte characters split across tokens.
+// FakeExecutor: a StepExecutor test double, a scripted model with a simulated KV cache. What
+// the engine tests and the server tests (through ScriptedEngine) run the real engine over.
 //
 // FakeExecutor keeps, per sequence and position, a "KV entry": a hash of the position's token
 // and of the whole canvas at the time the row was last recomputed (a real K/V row depends on
 // every token through bidirectional attention). A prediction is a hash of all entries, so a
 // partial step that leaves stale rows predicts differently from a full step, the effect a
 // real approximate KV cache has; a full step is a pure function of the canvas.
-#ifndef DLLM_TESTS_ENGINE_SCHEDULER_FAKE_MODEL_H_
-#define DLLM_TESTS_ENGINE_SCHEDULER_FAKE_MODEL_H_
+#ifndef DLLM_TESTS_SUPPORT_FAKE_EXECUTOR_H_
+#define DLLM_TESTS_SUPPORT_FAKE_EXECUTOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/model/model_config.h"
 #include "engine/scheduler/step_executor.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "tests/support/fake_tokenizer.h"
 
 namespace dllm::testing {
 
-inline constexpr int32_t kFakeVocab = 64;
-inline constexpr int32_t kFakeMask = 63;
+inline constexpr int32_t kFakeMask = kFakeVocab - 1;
 inline constexpr int32_t kFakeEos = 2;
 inline constexpr int32_t kFakeEot = 3;
 inline constexpr int64_t kFakeBytesPerPosition = 100;
@@ -84,8 +84,11 @@ inline RowStats HashRow(std::span<const uint64_t> cached, int32_t position, cons
 
 class FakeExecutor final : public StepExecutor {
  public:
-  explicit FakeExecutor(int64_t budget_bytes, FakeRowFn fn = HashRow)
-      : budget_bytes_(budget_bytes), fn_(std::move(fn)) {}
+  // `step_delay`: how long each Run takes, as a real forward would (server tests use it to
+  // keep requests in flight).
+  explicit FakeExecutor(int64_t budget_bytes, FakeRowFn fn = HashRow,
+                        absl::Duration step_delay = absl::ZeroDuration())
+      : budget_bytes_(budget_bytes), fn_(std::move(fn)), step_delay_(step_delay) {}
 
   struct Kv final : KvHandle {
     Kv(FakeExecutor* o, int positions, int64_t bytes)
@@ -100,6 +103,7 @@ class FakeExecutor final : public StepExecutor {
   absl::Status Run(const StepBatch& batch, std::span<KvHandle* const> kv,
                    StepResult* result) override {
     ++steps_;
+    if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     if (fail_next_) {
       fail_next_ = false;
       return absl::InternalError("scripted forward failure");
@@ -152,35 +156,9 @@ class FakeExecutor final : public StepExecutor {
  private:
   int64_t budget_bytes_;
   FakeRowFn fn_;
-};
-
-// ids 10..59 are text: 10 -> "\xE2", 11 -> "\x82\xAC" (together "€"), others one letter.
-// ids < 10 and the mask are special.
-class FakeTokenizer final : public Tokenizer {
- public:
-  using Tokenizer::Encode;
-  std::vector<int32_t> Encode(std::string_view text, std::span<const TextRange>) const override {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back(12 + c % 48);
-    return ids;
-  }
-  std::string Decode(std::span<const int32_t> ids, bool skip_special) const override {
-    std::string out;
-    for (int32_t id : ids)
-      if (!skip_special || !IsSpecial(id)) out += TokenBytes(id);
-    return out;
-  }
-  std::string TokenBytes(int32_t id) const override {
-    if (id == 10) return "\xE2";
-    if (id == 11) return "\x82\xAC";
-    if (id >= 12 && id < 60) return std::string(1, static_cast<char>('A' + (id - 12) % 48));
-    return absl::StrCat("<", id, ">");
-  }
-  std::optional<int32_t> TokenToId(std::string_view) const override { return std::nullopt; }
-  bool IsSpecial(int32_t id) const override { return id < 10 || id >= 60; }
-  int32_t size() const override { return kFakeVocab; }
+  absl::Duration step_delay_;
 };
 
 }  // namespace dllm::testing
 
-#endif  // DLLM_TESTS_ENGINE_SCHEDULER_FAKE_MODEL_H_
+#endif  // DLLM_TESTS_SUPPORT_FAKE_EXECUTOR_H_

@@ -1,4 +1,4 @@
-// ProcessMetrics against independent readings of the same process (issue 15: process
+// ProcessMetrics against independent readings of the same process (the hostile probe: process
 // metrics for soak/RSS-drift checks).
 #include "server/process_metrics.h"
 
@@ -23,7 +23,7 @@ std::map<std::string, double> Values() {
   return out;
 }
 
-TEST_CASE("reliability: process metrics follow /proc", "[reliability][metrics]") {
+TEST_CASE("ProcessMetrics follows /proc", "[reliability][metrics]") {
   // Touch 64 MiB so that RSS moves by a known amount.
   std::map<std::string, double> before = Values();
   for (const char* name :

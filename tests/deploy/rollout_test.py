@@ -11,11 +11,11 @@ The closest we get here to a Kubernetes rollout. What it checks:
 * SIGKILL: only the calls in flight on the killed replica fail (at most the load's
   concurrency on that path), and they fail with a definite status.
 
-Usage (from the repo root; ctest: reliability:rollout:*):
-  PYTHONPATH=.:STUBS python3 -m tests.reliability.rollout_test --bin-dir build/bin [unittest args]
+Usage (from the repo root; ctest: deploy:rollout:*):
+  PYTHONPATH=.:STUBS python3 -m tests.deploy.rollout_test --bin-dir build/bin [unittest args]
 STUBS holds the Python gRPC stubs of proto/ (dllm/v1/dllm_pb2*.py), which ctest generates into
-build/tests/reliability/python_stubs (reliability:rollout:python_stubs; the command is in
-tests/reliability/CMakeLists.txt). Needs nginx (Debian nginx-light, installed by scripts/deps)
+build/tests/deploy/python_stubs (deploy:rollout:python_stubs; the command is in
+tests/deploy/CMakeLists.txt). Needs nginx (Debian nginx-light, installed by scripts/deps)
 and python3-grpcio.
 """
 

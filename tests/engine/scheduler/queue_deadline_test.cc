@@ -1,12 +1,12 @@
-// Reliability: queued requests whose deadline passed must not hold queue slots (issue 15,
-// defect 5). The worker is parked inside a step (BlockingSink) so that the queue's content
-// is fully determined by the test while it runs.
+// The worker's queue: requests whose deadline passed, or that their caller cancelled, must not
+// hold queue slots (the hostile probe's defect 5). The worker is parked inside a step
+// (BlockingSink) so that the queue's content is fully determined by the test while it runs.
 #include <catch2/catch.hpp>
 
 #include "absl/synchronization/notification.h"
 #include "engine/engine_impl.h"
 #include "tests/engine/scheduler/collect_sink.h"
-#include "tests/engine/scheduler/fake_model.h"
+#include "tests/support/fake_executor.h"
 
 namespace dllm {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 using testing::CollectSink;
 
 struct Harness {
-  explicit Harness(EngineOptions options) {
+  explicit Harness(const EngineOptions& options) {
     auto executor = std::make_unique<testing::FakeExecutor>(options.kv_budget_bytes);
     auto created = CreateEngineForTesting(options, testing::FakeConfig(false), std::move(executor),
                                           std::make_unique<testing::FakeTokenizer>());
@@ -45,8 +45,8 @@ std::shared_ptr<CollectSink> BlockingSink(absl::Notification* entered,
   return sink;
 }
 
-TEST_CASE("reliability: expired queued requests give up their slots at once",
-          "[reliability][queue]") {
+TEST_CASE("worker queue: expired queued requests give up their slots at once",
+          "[scheduler][queue][reliability]") {
   EngineOptions options;
   options.max_batch_sequences = 1;
   options.queue_capacity = 2;
@@ -92,8 +92,8 @@ TEST_CASE("reliability: expired queued requests give up their slots at once",
   }
 }
 
-TEST_CASE("reliability: a caller-cancelled queued request frees its slot for a full queue",
-          "[reliability][queue]") {
+TEST_CASE("worker queue: a caller-cancelled queued request frees its slot for a full queue",
+          "[scheduler][queue][reliability]") {
   EngineOptions options;
   options.max_batch_sequences = 1;
   options.queue_capacity = 1;

@@ -1,4 +1,4 @@
-"""Reliability scenarios that need the real binaries (issue 15).
+"""Robustness scenarios that need the real binaries (found by a hostile probe of the service).
 
 Reuses the e2e harness (tests/e2e/e2e_test.py: Server, make_model, error_code): each test
 starts its own dllm-server on free loopback ports with a copy of the tiny reference model.
@@ -24,7 +24,7 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
                                 88% before the fix, when expired requests held their slots; the
                                 exact rule is tested in queue_deadline_test.cc)
 
-Usage (from the repo root): python3 -m tests.reliability.reliability_test --bin-dir build/bin
+Usage (from the repo root): python3 -m tests.e2e.reliability_test --bin-dir build/bin
        [unittest args]
 """
 
