@@ -12,9 +12,6 @@ namespace dllm {
 // INVALID_ARGUMENT). Codes outside the canonical set become INTERNAL.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// "OK", "CANCELLED", "DEADLINE_EXCEEDED", ...: the label used in metrics and logs.
-const char* GrpcCodeName(grpc::StatusCode code);
-
 }  // namespace dllm
 
 #endif  // DLLM_SERVER_STATUS_MAPPING_H_

@@ -28,11 +28,10 @@ TEST_CASE("status mapping: canonical codes map one to one and keep the message")
     const grpc::Status out = ToGrpcStatus(in);
     CHECK(out.error_code() == code);
     CHECK(out.error_message() == "c");
-    // The label is the gRPC enum's own name.
-    CHECK(std::string(GrpcCodeName(code)) == absl::StatusCodeToString(in.code()));
+    // One to one: the canonical codes share their numbers.
+    CHECK(static_cast<int>(code) == static_cast<int>(in.code()));
   }
   CHECK(ToGrpcStatus(absl::OkStatus()).ok());
-  CHECK(std::string(GrpcCodeName(grpc::StatusCode::OK)) == "OK");
 }
 
 }  // namespace
