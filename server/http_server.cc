@@ -204,8 +204,9 @@ class Routes final : public HttpRoutes {
 
   // Before any body byte is read: refuse what must never be read. Compressed bodies are not
   // inflated, chunked ones not accepted, and an unauthenticated caller must not make the
-  // server read anything. Framing that proxies and we might read differently (RFC 9112
-  // section 6.3) never gets here: the parser refuses it.
+  // server read anything. Malformed heads (control characters, repeated Content-Length) and
+  // framing that proxies and we might read differently (RFC 9112 section 6.3) never get
+  // here: the listener's head check refuses them.
   std::optional<HttpResponse> Precheck(const HttpRequestHead& head) override {
     const char* method = GenerationMethod(head);
     auto refuse = [&](int http_status, std::string_view message, std::string_view code,
@@ -217,18 +218,6 @@ class Routes final : public HttpRoutes {
       }
       return JsonResponse(http_status, HttpErrorBody(message, "invalid_request_error", code));
     };
-    for (const auto& [name, value] : head.headers) {
-      for (const char c : value) {
-        if (c == '\r' || c == '\n' || c == '\0') {
-          return refuse(400, absl::StrCat("header ", name, ": control character in its value"),
-                        "bad_header", absl::StatusCode::kInvalidArgument);
-        }
-      }
-    }
-    if (head.HeaderCount("Content-Length") > 1) {
-      return refuse(400, "more than one Content-Length header", "bad_header",
-                    absl::StatusCode::kInvalidArgument);
-    }
     if (head.Header("Transfer-Encoding")) {
       return refuse(411,
                     "Transfer-Encoding request bodies (chunked) are not accepted: send "
