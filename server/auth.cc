@@ -1,11 +1,10 @@
 #include "server/auth.h"
 
-#include <fstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/core/file_text.h"
 
 namespace dllm {
 namespace {
@@ -30,17 +29,19 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(
     const std::function<std::optional<std::string>(const std::string&)>& getenv) {
   std::vector<std::string> tokens;
   if (!auth.tokens_file.empty()) {
-    std::ifstream in(auth.tokens_file);
-    if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat("auth.tokens_file: cannot read '", auth.tokens_file, "'"));
+    // A token list, not a data file: 1 MiB holds tens of thousands of tokens.
+    absl::StatusOr<std::string> text = ReadFileText(auth.tokens_file, uint64_t{1} << 20);
+    if (!text.ok()) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat("auth.tokens_file: ", text.status().message()));
     }
     const size_t before = tokens.size();
-    std::string line;
-    while (std::getline(in, line)) {
-      if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-      std::string token(absl::StripAsciiWhitespace(line));
-      if (!token.empty()) tokens.push_back(std::move(token));
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+        line = line.substr(0, hash);
+      }
+      const absl::string_view token = absl::StripAsciiWhitespace(line);
+      if (!token.empty()) tokens.emplace_back(token);
     }
     if (tokens.size() == before) {
       return absl::InvalidArgumentError(
