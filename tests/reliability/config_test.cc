@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/command_line.h"
+#include "server/server_flags.h"
 #include "server/tls_key_pair.h"
 
 namespace dllm {
