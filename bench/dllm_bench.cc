@@ -88,6 +88,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -99,11 +100,79 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "bench/entropy_cost.h"
+#include "cli/flags.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
 
+// The flags, read once into a BenchOptions (ParseBenchOptions). --policy and --decoding may be
+// repeated and their specs contain commas: they are collected by cli::ParseFlags, not flags.
+ABSL_FLAG(std::string, model, "", "model directory (required)");
+ABSL_FLAG(std::string, tasks, "", "JSONL task file (required)");
+ABSL_FLAG(int, limit, 0, "use the first N tasks (0: all)");
+ABSL_FLAG(int, batch, 1, "requests the engine steps together");
+ABSL_FLAG(int, threads, 0, "CPU threads (0: the engine's default)");
+ABSL_FLAG(int, gen_length, 0, "answer length (0: the model's default)");
+ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
+ABSL_FLAG(std::string, sweep, "", "tau=a:b:n or tau=t1,t2,...: an EntropyCache tau sweep");
+ABSL_FLAG(std::string, sweep_out, "dllm_bench_sweep", "the sweep's PREFIX.csv and PREFIX.png");
+ABSL_FLAG(std::string, baseline, "vanilla", "vanilla or DECODING_SPEC[@POLICY_SPEC]");
+ABSL_FLAG(double, shadow, -1, "shadow sample rate in [0, 1] (< 0: no shadows)");
+ABSL_FLAG(double, shadow_budget, std::numeric_limits<double>::infinity(),
+          "cap on the shadows' time fraction");
+ABSL_FLAG(std::string, shadow_out, "", "CSV of every shadow sample");
+ABSL_FLAG(std::string, autotune, "", "BUDGET[:WINDOW]: the engine's tau autotuner");
+
 namespace dllm {
 namespace {
+
+// dllm-bench's command line (see the top of this file).
+struct BenchOptions {
+  bool help = false;
+  std::string model_dir, tasks_path, sweep, sweep_out, backend, baseline_spec;
+  std::vector<std::string> policies, decodings;
+  int limit = 0, batch = 0, threads = 0, gen_length = 0;  // gen_length 0: the model's default
+  double shadow = 0;                                      // < 0: no --shadow
+  double shadow_budget = 0;
+  std::string shadow_out;
+  std::string autotune;  // BUDGET[:WINDOW]; empty: off
+};
+
+// Sets the flags from `args` (argv without the program name) and reads them once.
+// INVALID_ARGUMENT naming the flag for unknown flags, missing or bad values.
+absl::StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
+  BenchOptions o;
+  absl::Status st =
+      cli::ParseFlags(args, {"policy", "decoding"}, [&o](const cli::ParsedArgs& parsed) {
+        o.help = parsed.help;
+        if (!parsed.positional.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("unexpected argument '", parsed.positional[0], "'"));
+        }
+        o.model_dir = absl::GetFlag(FLAGS_model);
+        o.tasks_path = absl::GetFlag(FLAGS_tasks);
+        o.sweep = absl::GetFlag(FLAGS_sweep);
+        o.sweep_out = absl::GetFlag(FLAGS_sweep_out);
+        o.backend = absl::GetFlag(FLAGS_backend);
+        o.baseline_spec = absl::GetFlag(FLAGS_baseline);
+        if (auto it = parsed.repeated.find("policy"); it != parsed.repeated.end()) {
+          o.policies = it->second;
+        }
+        if (auto it = parsed.repeated.find("decoding"); it != parsed.repeated.end()) {
+          o.decodings = it->second;
+        }
+        o.limit = absl::GetFlag(FLAGS_limit);
+        o.batch = absl::GetFlag(FLAGS_batch);
+        o.threads = absl::GetFlag(FLAGS_threads);
+        o.gen_length = absl::GetFlag(FLAGS_gen_length);
+        o.shadow = absl::GetFlag(FLAGS_shadow);
+        o.shadow_budget = absl::GetFlag(FLAGS_shadow_budget);
+        o.shadow_out = absl::GetFlag(FLAGS_shadow_out);
+        o.autotune = absl::GetFlag(FLAGS_autotune);
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
+  return o;
+}
 
 struct Task {
   std::string prompt;
@@ -648,85 +717,41 @@ nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Resu
 }
 
 int Main(int argc, char** argv) {
-  std::string model_dir, tasks_path, sweep, sweep_out = "dllm_bench_sweep", backend = "cpu";
-  std::string baseline_spec = "vanilla";
-  std::vector<std::string> policies, decodings;
-  int limit = 0, batch = 1, threads = 0, gen_length = 0;  // 0: the model's default
-  double shadow = -1;                                     // < 0: no --shadow
-  double shadow_budget = std::numeric_limits<double>::infinity();
-  std::string shadow_out;
-  std::string autotune;  // BUDGET[:WINDOW]; empty: off
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die("missing value for " + arg);
-      return argv[++i];
-    };
-    if (arg == "--model")
-      model_dir = value();
-    else if (arg == "--tasks")
-      tasks_path = value();
-    else if (arg == "--policy")
-      policies.push_back(value());
-    else if (arg == "--decoding")
-      decodings.push_back(value());
-    else if (arg == "--limit")
-      limit = ToInt(arg, value());
-    else if (arg == "--batch")
-      batch = ToInt(arg, value());
-    else if (arg == "--threads")
-      threads = ToInt(arg, value());
-    else if (arg == "--gen-length")
-      gen_length = ToInt(arg, value());
-    else if (arg == "--backend")
-      backend = value();
-    else if (arg == "--sweep")
-      sweep = value();
-    else if (arg == "--sweep-out")
-      sweep_out = value();
-    else if (arg == "--baseline")
-      baseline_spec = value();
-    else if (arg == "--shadow")
-      shadow = ToDouble(arg, value());
-    else if (arg == "--shadow-budget")
-      shadow_budget = ToDouble(arg, value());
-    else if (arg == "--shadow-out")
-      shadow_out = value();
-    else if (arg == "--autotune")
-      autotune = value();
-    else if (arg == "--help" || arg == "-h") {
-      std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
-                   "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
-                   "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
-                   "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-budget F] "
-                   "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]\n";
-      return 0;
-    } else
-      Die("unknown argument " + arg + " (see --help)");
+  absl::StatusOr<BenchOptions> parsed = ParseBenchOptions({argv + 1, argv + argc});
+  if (!parsed.ok()) Die(absl::StrCat(parsed.status().message(), " (see --help)"));
+  BenchOptions& o = *parsed;
+  if (o.help) {
+    std::cout << "usage: dllm-bench --model DIR --tasks FILE.jsonl [--policy SPEC]... "
+                 "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
+                 "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
+                 "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-budget F] "
+                 "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]\n";
+    return 0;
   }
-  if (model_dir.empty() || tasks_path.empty()) Die("--model and --tasks are required");
-  if (batch < 1) Die("--batch must be >= 1");
-  if (gen_length < 0) Die("--gen-length must be >= 1");
-  if (shadow > 1) Die("--shadow must be in [0, 1]");
-  if (!shadow_out.empty() && shadow < 0) Die("--shadow-out needs --shadow");
-  if (!(shadow_budget > 0)) Die("--shadow-budget must be > 0");
+  if (o.model_dir.empty() || o.tasks_path.empty()) Die("--model and --tasks are required");
+  if (o.batch < 1) Die("--batch must be >= 1");
+  if (o.gen_length < 0) Die("--gen-length must be >= 1");
+  if (o.shadow > 1) Die("--shadow must be in [0, 1]");
+  if (!o.shadow_out.empty() && o.shadow < 0) Die("--shadow-out needs --shadow");
+  if (!(o.shadow_budget > 0)) Die("--shadow-budget must be > 0");
   TauAutotuneOptions tune;
-  if (!autotune.empty()) {
-    if (!(shadow > 0)) Die("--autotune needs --shadow RATE > 0 (it learns from shadow samples)");
-    std::vector<std::string> parts = absl::StrSplit(autotune, ':');
+  if (!o.autotune.empty()) {
+    if (!(o.shadow > 0)) Die("--autotune needs --shadow RATE > 0 (it learns from shadow samples)");
+    std::vector<std::string> parts = absl::StrSplit(o.autotune, ':');
     if (parts.size() > 2) Die("--autotune expects BUDGET[:WINDOW]");
     tune.enabled = true;
     tune.mismatch_budget = ToDouble("--autotune", parts[0]);
     tune.window_samples = parts.size() == 2 ? ToInt("--autotune", parts[1]) : 20;
-    if (absl::Status st = ValidateTauAutotuneOptions(tune, static_cast<float>(shadow)); !st.ok()) {
+    if (absl::Status st = ValidateTauAutotuneOptions(tune, static_cast<float>(o.shadow));
+        !st.ok()) {
       Die("--autotune: " + std::string(st.message()));
     }
   }
 
   std::vector<Task> tasks;
   {
-    std::ifstream in(tasks_path);
-    if (!in) Die("cannot open " + tasks_path);
+    std::ifstream in(o.tasks_path);
+    if (!in) Die("cannot open " + o.tasks_path);
     std::string line;
     int line_no = 0;
     while (std::getline(in, line)) {
@@ -735,36 +760,36 @@ int Main(int argc, char** argv) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.contains("prompt") || !j.contains("answer") ||
           !j["prompt"].is_string() || !j["answer"].is_string()) {
-        Die(absl::StrCat(tasks_path, ":", line_no,
+        Die(absl::StrCat(o.tasks_path, ":", line_no,
                          ": expected {\"prompt\": str, \"answer\": str}"));
       }
       Task task{j["prompt"], j["answer"], "", ""};
       for (auto [key, field] : {std::pair{"final", &task.final}, {"family", &task.family}}) {
         if (!j.contains(key)) continue;
-        if (!j[key].is_string()) Die(absl::StrCat(tasks_path, ":", line_no, ": bad ", key));
+        if (!j[key].is_string()) Die(absl::StrCat(o.tasks_path, ":", line_no, ": bad ", key));
         *field = j[key];
       }
       tasks.push_back(std::move(task));
-      if (limit > 0 && static_cast<int>(tasks.size()) >= limit) break;
+      if (o.limit > 0 && static_cast<int>(tasks.size()) >= o.limit) break;
     }
   }
-  if (tasks.empty()) Die("no tasks in " + tasks_path);
+  if (tasks.empty()) Die("no tasks in " + o.tasks_path);
 
   StepTimer timer;  // outlives the engine
   EngineOptions options;
-  options.model_dir = model_dir;
+  options.model_dir = o.model_dir;
   options.observer = &timer;
-  options.backend = backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
-  if (backend != "cpu" && backend != "cuda") Die("--backend must be cpu or cuda");
-  options.max_batch_sequences = batch;
+  options.backend = o.backend == "cuda" ? BackendKind::kCuda : BackendKind::kCpu;
+  if (o.backend != "cpu" && o.backend != "cuda") Die("--backend must be cpu or cuda");
+  options.max_batch_sequences = o.batch;
   options.queue_capacity = std::max<int>(64, static_cast<int>(tasks.size()));
-  options.cpu_threads = threads;
-  options.max_new_tokens_limit = std::max(1024, gen_length);
+  options.cpu_threads = o.threads;
+  options.max_new_tokens_limit = std::max(1024, o.gen_length);
   options.kv_budget_bytes = int64_t{8} << 30;
   std::vector<CacheParams> caches;
   std::vector<std::string> cache_specs;
   bool has_none = false;
-  for (const std::string& p : policies) {
+  for (const std::string& p : o.policies) {
     caches.push_back(ParsePolicy(p));
     cache_specs.push_back(p);
     has_none |= caches.back().policy == CachePolicyKind::kNone;
@@ -776,19 +801,19 @@ int Main(int argc, char** argv) {
   ShadowCollector collector;
   // A policy's own shadow=RATE (side by side with the same policy without it) needs the
   // same observer and bounded window as --shadow.
-  const bool shadows = shadow >= 0 || std::any_of(caches.begin(), caches.end(), [](auto& c) {
+  const bool shadows = o.shadow >= 0 || std::any_of(caches.begin(), caches.end(), [](auto& c) {
                          return c.shadow_sample_rate.has_value();
                        });
   if (shadows) options.observer = &collector;
-  options.shadow.max_time_fraction = shadow_budget;
+  options.shadow.max_time_fraction = o.shadow_budget;
   if (tune.enabled) {
-    options.shadow.sample_rate = static_cast<float>(shadow);
+    options.shadow.sample_rate = static_cast<float>(o.shadow);
     options.shadow.tau_autotune = tune;
   }
   std::ofstream shadow_csv;
-  if (!shadow_out.empty()) {
-    shadow_csv.open(shadow_out);
-    if (!shadow_csv) Die("cannot write " + shadow_out);
+  if (!o.shadow_out.empty()) {
+    shadow_csv.open(o.shadow_out);
+    if (!shadow_csv) Die("cannot write " + o.shadow_out);
     shadow_csv << "decoding,policy,tau,k,request,step,entropy,kl_mean,kl_max,mismatch,"
                   "max_prob_change,committed";
     for (int r = 0; r < kShadowRegions; ++r) {
@@ -801,8 +826,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) Die("cannot create the engine: " + engine.status().ToString());
   const ModelInfo& info = (*engine)->model_info();
-  if (gen_length == 0) gen_length = info.default_max_new_tokens;
-  if (gen_length > options.max_new_tokens_limit) Die("--gen-length exceeds 1024");
+  if (o.gen_length == 0) o.gen_length = info.default_max_new_tokens;
+  if (o.gen_length > options.max_new_tokens_limit) Die("--gen-length exceeds 1024");
   // The entropy term's ns per row on this CPU at this vocabulary, charged to EntropyCache's
   // decision cost in every row (and printed once, on stderr).
   const bench::EntropyCost entropy_cost = bench::MeasureEntropyCost(info.vocab_size);
@@ -812,21 +837,22 @@ int Main(int argc, char** argv) {
 
   // The baseline, measured first (after an untimed warm-up: first-touch of weights and
   // allocator pools would otherwise be charged to it).
-  const Setting baseline = ParseBaseline(baseline_spec, info, gen_length);
+  const Setting baseline = ParseBaseline(o.baseline_spec, info, o.gen_length);
   RunSetting(
       **engine, timer,
-      std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
-      baseline, gen_length);
-  const Result base = RunSetting(**engine, timer, tasks, baseline, gen_length);
+      std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), o.batch)),
+      baseline, o.gen_length);
+  const Result base = RunSetting(**engine, timer, tasks, baseline, o.gen_length);
   if (!base.rejected.empty()) Die("the baseline was rejected: " + base.rejected);
   {
-    nlohmann::json j = RowJson(info, baseline, base, tasks.size(), gen_length, batch, entropy_cost);
-    j["baseline"] = baseline_spec;
+    nlohmann::json j =
+        RowJson(info, baseline, base, tasks.size(), o.gen_length, o.batch, entropy_cost);
+    j["baseline"] = o.baseline_spec;
     j["speedup_vs_baseline"] = 1.0;
     std::cout << j.dump() << std::endl;
   }
 
-  if (decodings.empty()) decodings.push_back("");
+  if (o.decodings.empty()) o.decodings.push_back("");
   int sweep_k = 32;
   for (const CacheParams& c : caches)
     if (c.policy == CachePolicyKind::kEntropy) {
@@ -834,8 +860,8 @@ int Main(int argc, char** argv) {
       break;
     }
   std::vector<double> sweep_taus;
-  if (!sweep.empty()) {
-    absl::string_view rest(sweep);
+  if (!o.sweep.empty()) {
+    absl::string_view rest(o.sweep);
     if (!absl::ConsumePrefix(&rest, "tau=")) Die("--sweep expects tau=a:b:n or tau=t1,t2,...");
     if (absl::StrContains(rest, ',')) {
       // An explicit list: entropies of small models span decades (1e-7 .. 1 nats), which a
@@ -854,8 +880,8 @@ int Main(int argc, char** argv) {
 
   std::ofstream csv;
   if (!sweep_taus.empty()) {
-    csv.open(sweep_out + ".csv");
-    if (!csv) Die("cannot write " + sweep_out + ".csv");
+    csv.open(o.sweep_out + ".csv");
+    if (!csv) Die("cannot write " + o.sweep_out + ".csv");
     csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step,"
            "speedup_vs_baseline,shadow_samples,mismatch_rate,mean_kl";
     for (int r = 0; r < kShadowRegions; ++r) csv << ",drift_" << ShadowRegionName(r);
@@ -867,14 +893,14 @@ int Main(int argc, char** argv) {
     int first_row = 0, rows = 0;
   };
   std::vector<SweepSeries> sweep_series;
-  for (const std::string& dspec : decodings) {
+  for (const std::string& dspec : o.decodings) {
     const DecodingParams decoding =
         dspec.empty() ? [&] {
           DecodingParams d = info.default_decoding;
-          if (d.schedule == Schedule::kBlock) d.block_length = std::min(d.block_length, gen_length);
+          if (d.schedule == Schedule::kBlock) d.block_length = std::min(d.block_length, o.gen_length);
           return d;
         }()
-                      : ParseDecoding(dspec, info.default_decoding, gen_length);
+                      : ParseDecoding(dspec, info.default_decoding, o.gen_length);
     const std::string dname = dspec.empty() ? "default" : dspec;
     std::vector<Setting> settings;
     for (size_t i = 0; i < caches.size(); ++i)
@@ -890,14 +916,14 @@ int Main(int argc, char** argv) {
     // charged to the `none` baseline.
     RunSetting(
         **engine, timer,
-        std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), batch)),
-        settings[0], gen_length);
+        std::vector<Task>(tasks.begin(), tasks.begin() + std::min<size_t>(tasks.size(), o.batch)),
+        settings[0], o.gen_length);
     double none_tps = 0;
     for (size_t s = 0; s < settings.size(); ++s) {
       const Setting& setting = settings[s];
       collector.Take();
-      const Result r = RunSetting(**engine, timer, tasks, setting, gen_length,
-                                  static_cast<float>(shadow), shadows ? batch : 0);
+      const Result r = RunSetting(**engine, timer, tasks, setting, o.gen_length,
+                                  static_cast<float>(o.shadow), shadows ? o.batch : 0);
       const std::vector<ShadowSample> samples = collector.Take();
       if (!r.rejected.empty()) {
         nlohmann::json j;
@@ -911,14 +937,15 @@ int Main(int argc, char** argv) {
       }
       if (s == 0) none_tps = r.tokens_per_s;  // settings[0] is always `none`
       const double speedup = none_tps > 0 ? r.tokens_per_s / none_tps : 0;
-      nlohmann::json j = RowJson(info, setting, r, tasks.size(), gen_length, batch, entropy_cost);
+      nlohmann::json j =
+          RowJson(info, setting, r, tasks.size(), o.gen_length, o.batch, entropy_cost);
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
       if (shadows) {
         j["shadow"] = ShadowJson(
             samples,
-            setting.cache.shadow_sample_rate.value_or(static_cast<float>(std::max(shadow, 0.0))),
+            setting.cache.shadow_sample_rate.value_or(static_cast<float>(std::max(o.shadow, 0.0))),
             r.wall_s);
       }
       std::cout << j.dump() << std::endl;
@@ -975,13 +1002,13 @@ int Main(int argc, char** argv) {
       std::cerr << "dllm-bench: every sweep setting was rejected; no plot\n";
       return 0;
     }
-    const std::string script = sweep_out + ".gp";
+    const std::string script = o.sweep_out + ".gp";
     std::ofstream gp(script);
     gp << "set terminal png size 900,600\n"
-       << "set output '" << sweep_out << ".png'\n"
+       << "set output '" << o.sweep_out << ".png'\n"
        << "set datafile separator ','\n"
        << "set key autotitle columnhead\n"
-       << "set xlabel 'speedup vs baseline (" << baseline_spec << ")'\n"
+       << "set xlabel 'speedup vs baseline (" << o.baseline_spec << ")'\n"
        << "set ylabel 'accuracy'\n"
        << "set title 'EntropyCache: accuracy vs speed (labels: tau)'\n"
        << "set termoption noenhanced\n"
@@ -992,9 +1019,9 @@ int Main(int argc, char** argv) {
       const SweepSeries& ss = sweep_series[i];
       const std::string rows =
           absl::StrCat(" every ::", ss.first_row, "::", ss.first_row + ss.rows - 1);
-      gp << (i ? ", \\\n " : " ") << "'" << sweep_out << ".csv'" << rows
+      gp << (i ? ", \\\n " : " ") << "'" << o.sweep_out << ".csv'" << rows
          << " using 9:4 with linespoints title '" << absl::StrReplaceAll(ss.decoding, {{"'", "''"}})
-         << "', '" << sweep_out << ".csv'" << rows
+         << "', '" << o.sweep_out << ".csv'" << rows
          << " using 9:4:(sprintf('%.2f',$2)) with labels offset 0," << (i % 2 ? -1 : 1)
          << " notitle";
     }
@@ -1004,7 +1031,7 @@ int Main(int argc, char** argv) {
     if (std::system(cmd.c_str()) != 0)
       std::cerr << "dllm-bench: gnuplot failed; CSV kept\n";
     else
-      std::cerr << "dllm-bench: wrote " << sweep_out << ".csv and " << sweep_out << ".png\n";
+      std::cerr << "dllm-bench: wrote " << o.sweep_out << ".csv and " << o.sweep_out << ".png\n";
   }
   return 0;
 }

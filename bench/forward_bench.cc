@@ -24,14 +24,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "bench/bench_clock.h"
+#include "cli/flags.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_gemm.h"
 #include "engine/backend/cpu/thread_pool.h"
@@ -243,33 +245,45 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length,
 }  // namespace
 }  // namespace dllm
 
+ABSL_FLAG(int, threads, 0, "CPU threads (0: all cores)");
+ABSL_FLAG(bool, quick, false, "fewer and shorter runs");
+ABSL_FLAG(std::string, model, "", "only this model: tiny | mid");
+ABSL_FLAG(int, length, 0, "only this sequence length");
+ABSL_FLAG(int, partial_rows, 24, "rows a partial step recomputes");
+ABSL_FLAG(bool, f32, false, "f32 weights instead of bf16");
+
 int main(int argc, char** argv) {
-  int threads = 0;
+  constexpr const char* kUsage =
+      "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N] [--partial-rows N] "
+      "[--f32]\n";
+  int threads = 0, length = 0, partial_rows = 0;
   bool quick = false;
   std::string model;
-  int length = 0;
-  int partial_rows = 24;
   dllm::DType dtype = dllm::DType::kBF16;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-      threads = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
-      model = argv[++i];
-    } else if (std::strcmp(argv[i], "--length") == 0 && i + 1 < argc) {
-      length = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--partial-rows") == 0 && i + 1 < argc) {
-      partial_rows = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--f32") == 0) {
-      dtype = dllm::DType::kF32;
-    } else if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N] "
-                   "[--partial-rows N] [--f32]\n",
-                   argv[0]);
-      return 2;
-    }
+  bool help = false;
+  const absl::Status st = dllm::cli::ParseFlags(
+      std::vector<std::string>(argv + 1, argv + argc), {},
+      [&](const dllm::cli::ParsedArgs& parsed) {
+        help = parsed.help;
+        if (!parsed.positional.empty()) {
+          return absl::InvalidArgumentError("unexpected argument '" + parsed.positional[0] + "'");
+        }
+        threads = absl::GetFlag(FLAGS_threads);
+        quick = absl::GetFlag(FLAGS_quick);
+        model = absl::GetFlag(FLAGS_model);
+        length = absl::GetFlag(FLAGS_length);
+        partial_rows = std::max(1, absl::GetFlag(FLAGS_partial_rows));
+        if (absl::GetFlag(FLAGS_f32)) dtype = dllm::DType::kF32;
+        return absl::OkStatus();
+      });
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], std::string(st.message()).c_str());
+    std::fprintf(stderr, kUsage, argv[0]);
+    return 2;
+  }
+  if (help) {
+    std::printf(kUsage, argv[0]);
+    return 0;
   }
   return dllm::Run(threads, quick, model, length, partial_rows, dtype);
 }

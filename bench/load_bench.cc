@@ -31,14 +31,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "bench/bench_clock.h"
+#include "cli/flags.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/checkpoint.h"
@@ -243,32 +245,45 @@ int Run(const Options& o) {
 }  // namespace
 }  // namespace dllm
 
+ABSL_FLAG(std::string, model, "", "checkpoint folder (required)");
+ABSL_FLAG(std::string, backend, dllm::Options().backend, "cpu | cuda");
+ABSL_FLAG(int, length, dllm::Options().length, "sequence length L");
+ABSL_FLAG(int, partial_rows, dllm::Options().partial_rows, "rows a partial step recomputes");
+ABSL_FLAG(int, threads, dllm::Options().threads, "CPU threads (0: the backend's default)");
+ABSL_FLAG(int, repeats, dllm::Options().repeats, "runs of each step");
+
 int main(int argc, char** argv) {
+  constexpr const char* kUsage =
+      "usage: %s --model DIR [--length 512] [--partial-rows 24] [--threads N] [--repeats N] "
+      "[--backend cpu|cuda]\n";
   dllm::Options o;
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--model") == 0 && has_value) {
-      o.model_dir = argv[++i];
-    } else if (std::strcmp(argv[i], "--backend") == 0 && has_value) {
-      o.backend = argv[++i];
-    } else if (std::strcmp(argv[i], "--length") == 0 && has_value) {
-      o.length = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--partial-rows") == 0 && has_value) {
-      o.partial_rows = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--threads") == 0 && has_value) {
-      o.threads = std::max(0, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--repeats") == 0 && has_value) {
-      o.repeats = std::max(1, std::atoi(argv[++i]));
-    } else {
-      o.model_dir.clear();
-      break;
-    }
+  bool help = false;
+  const absl::Status st = dllm::cli::ParseFlags(
+      std::vector<std::string>(argv + 1, argv + argc), {},
+      [&](const dllm::cli::ParsedArgs& parsed) {
+        help = parsed.help;
+        if (!parsed.positional.empty()) {
+          return absl::InvalidArgumentError("unexpected argument '" + parsed.positional[0] + "'");
+        }
+        o.model_dir = absl::GetFlag(FLAGS_model);
+        o.backend = absl::GetFlag(FLAGS_backend);
+        o.length = std::max(1, absl::GetFlag(FLAGS_length));
+        o.partial_rows = std::max(1, absl::GetFlag(FLAGS_partial_rows));
+        o.threads = std::max(0, absl::GetFlag(FLAGS_threads));
+        o.repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+        return absl::OkStatus();
+      });
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], std::string(st.message()).c_str());
+    std::fprintf(stderr, kUsage, argv[0]);
+    return 2;
+  }
+  if (help) {
+    std::printf(kUsage, argv[0]);
+    return 0;
   }
   if (o.model_dir.empty()) {
-    std::fprintf(stderr,
-                 "usage: %s --model DIR [--length 512] [--partial-rows 24] [--threads N] "
-                 "[--repeats N] [--backend cpu|cuda]\n",
-                 argv[0]);
+    std::fprintf(stderr, kUsage, argv[0]);
     return 2;
   }
   return dllm::Run(o);

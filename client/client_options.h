@@ -2,7 +2,8 @@
 //
 //   dllm-client [options] <generate|stream|tokenize|info|health|services|load> [options] [PROMPT]
 //
-// Options may come before or after the command.
+// Options may come before or after the command. The flags are Abseil flags defined in
+// client/client_flags.cc, which reads them into a ClientOptions.
 // Connection: --address HOST:PORT (default localhost:50051), --tls, --ca FILE (server CA,
 // implies --tls), --cert FILE --key FILE (client certificate for mutual TLS), --server-name
 // NAME (TLS name override), --token TOKEN | --token-file FILE (else env DLLM_TOKEN),
@@ -29,6 +30,7 @@
 namespace dllm::client {
 
 struct ClientOptions {
+  bool help = false;  // -h or --help: print ClientUsage() and nothing else
   std::string command;
   // connection
   std::string address = "localhost:50051";
@@ -79,8 +81,11 @@ struct ClientOptions {
   bool stream = false;
 };
 
-// INVALID_ARGUMENT naming the flag on unknown flags or malformed values.
-absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>& args);
+// Completes options read from the flags (client/client_flags.h) with the positional
+// arguments, the command and then the prompt, and checks them: INVALID_ARGUMENT for a missing
+// or unknown command, a second prompt, or options that do not go together.
+absl::StatusOr<ClientOptions> FinishClientOptions(ClientOptions options,
+                                                  const std::vector<std::string>& positional);
 
 const char* ClientUsage();
 

@@ -1,4 +1,5 @@
-// dllm-client: command-line client of dllm-serve (see client_options.h for the flags).
+// dllm-client: command-line client of dllm-serve (see client_options.h for the options,
+// client_flags.cc for their flags).
 // Exit codes: 0 success, 1 the call failed (stderr: "error: <CODE>: <message>"), 2 usage.
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/client_flags.h"
 #include "client/client_options.h"
 #include "client/connection.h"
 #include "client/grpc_code_name.h"
@@ -178,19 +180,16 @@ int Main(int argc, char** argv) {
     std::cout << ClientUsage();
     return args.empty() ? 2 : 0;
   }
-  // `dllm-client load --help` asks for help too: usage on stdout, exit 0 (not a usage error).
-  // Only flags before a "--" separator count (a prompt may well contain "-h").
-  for (const std::string& a : args) {
-    if (a == "--") break;
-    if (a == "--help" || a == "-h") {
-      std::cout << ClientUsage();
-      return 0;
-    }
-  }
   absl::StatusOr<ClientOptions> options = ParseClientOptions(args);
   if (!options.ok()) {
     std::cerr << "dllm-client: " << options.status().message() << "\n" << ClientUsage();
     return 2;
+  }
+  // `dllm-client load --help` asks for help too: usage on stdout, exit 0 (not a usage error).
+  // Only flags before a "--" separator count (a prompt may well contain "-h").
+  if (options->help) {
+    std::cout << ClientUsage();
+    return 0;
   }
   absl::StatusOr<Connection> connection = Connection::Open(*options);
   if (!connection.ok()) return Fail(connection.status(), 2);

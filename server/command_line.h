@@ -7,15 +7,15 @@
 //   --metrics-port N  metrics.port (0 disables)
 //   --http-port N     http.port: the OpenAI-compatible HTTP API (0 disables)
 //   --help
-// Both "--flag value" and "--flag=value" are accepted.
+// Both "--flag value" and "--flag=value" are accepted. The flags themselves are Abseil flags
+// defined in server/server_flags.cc, which reads them into a CommandLine.
 #ifndef DLLM_SERVER_COMMAND_LINE_H_
 #define DLLM_SERVER_COMMAND_LINE_H_
 
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "server/config.h"
 
 namespace dllm {
@@ -29,9 +29,6 @@ struct CommandLine {
   std::optional<int> http_port;
   bool help = false;
 };
-
-// INVALID_ARGUMENT naming the flag for unknown flags, missing or malformed values.
-absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 
 // Applies the overrides and re-validates the result.
 absl::Status ApplyCommandLine(const CommandLine& command_line, ServerConfig* config);

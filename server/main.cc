@@ -40,6 +40,7 @@
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
+#include "server/server_flags.h"
 #include "server/tls_credentials.h"
 #include "server/warmup.h"
 

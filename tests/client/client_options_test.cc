@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "client/client_flags.h"
+
 namespace dllm::client {
 namespace {
 
@@ -58,6 +60,46 @@ TEST_CASE("client options: generation options are typed") {
   CHECK(o.cache == "prefix");
   CHECK(Error({"generate", "--max-new-tokens", "x"}).find("--max-new-tokens") == 0);
   CHECK(Parse({"load"}).requests == 10);  // load's default when neither bound is given
+}
+
+TEST_CASE("client options: flags are Abseil flags read once, defaults restored") {
+  const ClientOptions o = Parse({"generate", "--address=h:1", "--max_new_tokens", "8", "--tls",
+                                 "--seed", "7", "--ids", "1,2", "--", "--json"});
+  CHECK(o.address == "h:1");
+  CHECK(o.max_new_tokens == 8);  // the flag's own name (underscores) works too
+  CHECK(o.tls);
+  CHECK(o.seed == 7u);
+  CHECK(o.ids == std::vector<int32_t>{1, 2});
+  CHECK(*o.prompt == "--json");  // after "--" everything is positional
+  CHECK_FALSE(o.json);
+  // The next parse starts from the defaults again.
+  const ClientOptions d = Parse({"generate"});
+  CHECK(d.address == "localhost:50051");
+  CHECK_FALSE(d.max_new_tokens.has_value());
+  CHECK_FALSE(d.tls);
+  CHECK(Parse({"generate", "--ca", "ca.pem"}).tls);  // a CA implies TLS
+  CHECK(Parse({"generate", "--tls=false"}).tls == false);
+  CHECK(Error({"generate", "--tls=maybe"}).find("--tls: ") == 0);
+  CHECK(Error({"generate", "--ids", "1,x"}) == "--ids: '1,x' is not a comma-separated id list");
+}
+
+TEST_CASE("client options: FinishClientOptions takes the command and prompt, then checks") {
+  absl::StatusOr<ClientOptions> o = FinishClientOptions(ClientOptions(), {"load", "hi"});
+  REQUIRE(o.ok());
+  CHECK(o->command == "load");
+  CHECK(o->prompt == "hi");
+  CHECK(o->requests == 10);
+  ClientOptions bad;
+  bad.concurrency = 0;
+  CHECK(FinishClientOptions(bad, {"load"}).status().message() == "--concurrency: must be >= 1");
+}
+
+TEST_CASE("client options: -h and --help before \"--\" ask for the usage") {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"load", "--help"}, {"generate", "-h"}, {"--help"}, {"--bogus", "-h"}}) {
+    CHECK(Parse(args).help);
+  }
+  CHECK_FALSE(Parse({"generate", "--", "-h"}).help);
 }
 
 }  // namespace

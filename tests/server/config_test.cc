@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/command_line.h"
+#include "server/server_flags.h"
 
 namespace dllm {
 namespace {
@@ -143,6 +144,12 @@ TEST_CASE("command line: flags parse and override the file") {
   CHECK(config.server.address == "127.0.0.1:6000");
   CHECK(config.engine.backend == BackendKind::kCuda);
   CHECK(config.metrics.port == 0);
+  // The flags are read once and return to their defaults: a second parse starts afresh.
+  absl::StatusOr<CommandLine> again = ParseCommandLine({"--http-port=8080"});
+  REQUIRE(again.ok());
+  CHECK_FALSE(again->model.has_value());
+  CHECK_FALSE(again->port.has_value());
+  CHECK(again->http_port == 8080);
 }
 
 TEST_CASE("command line: bad flags are rejected with the flag's name") {

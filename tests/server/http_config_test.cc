@@ -4,6 +4,7 @@
 
 #include "server/command_line.h"
 #include "server/config.h"
+#include "server/server_flags.h"
 
 namespace dllm {
 namespace {
