@@ -3,6 +3,7 @@
 #define DLLM_TESTS_ENGINE_SCHEDULER_COLLECT_SINK_H_
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -70,6 +71,20 @@ class CollectSink final : public EventSink {
   int finals_ = 0;
   absl::Notification done_;
 };
+
+// A sink whose first commit (step 0) parks the worker thread: it signals `entered`, then
+// waits for `release`. While parked, the queue can be filled or cancelled deterministically.
+inline std::shared_ptr<CollectSink> BlockingSink(absl::Notification* entered,
+                                                 absl::Notification* release) {
+  auto sink = std::make_shared<CollectSink>();
+  sink->on_commit = [entered, release](const CommitEvent& e) {
+    if (e.step == 0) {
+      entered->Notify();
+      release->WaitForNotification();
+    }
+  };
+  return sink;
+}
 
 }  // namespace dllm::testing
 

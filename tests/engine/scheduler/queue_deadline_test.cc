@@ -11,6 +11,7 @@
 namespace dllm {
 namespace {
 
+using testing::BlockingSink;
 using testing::CollectSink;
 
 struct Harness {
@@ -31,18 +32,6 @@ GenerationRequest Request(absl::Time deadline = absl::InfiniteFuture()) {
   r.decoding.block_length = 8;
   r.deadline = deadline;
   return r;
-}
-
-std::shared_ptr<CollectSink> BlockingSink(absl::Notification* entered,
-                                          absl::Notification* release) {
-  auto sink = std::make_shared<CollectSink>();
-  sink->on_commit = [entered, release](const CommitEvent& e) {
-    if (e.step == 0) {
-      entered->Notify();
-      release->WaitForNotification();
-    }
-  };
-  return sink;
 }
 
 TEST_CASE("worker queue: expired queued requests give up their slots at once",

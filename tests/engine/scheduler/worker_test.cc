@@ -18,6 +18,7 @@
 namespace dllm {
 namespace {
 
+using testing::BlockingSink;
 using testing::CollectSink;
 using testing::EntropyCache;
 using testing::FakeConfig;
@@ -105,20 +106,6 @@ FinalEvent RunOne(Engine& engine, GenerationRequest r) {
   auto id = engine.Submit(std::move(r), sink);
   REQUIRE(id.ok());
   return sink->Wait();
-}
-
-// A sink whose first commit (step 0) parks the worker thread: it signals `entered`, then
-// waits for `release`. While parked, the queue can be filled or cancelled deterministically.
-std::shared_ptr<CollectSink> BlockingSink(absl::Notification* entered,
-                                          absl::Notification* release) {
-  auto sink = std::make_shared<CollectSink>();
-  sink->on_commit = [entered, release](const CommitEvent& e) {
-    if (e.step == 0) {
-      entered->Notify();
-      release->WaitForNotification();
-    }
-  };
-  return sink;
 }
 
 TEST_CASE("tau = -inf reproduces no-cache decoding in every mode", "[scheduler][fidelity]") {
