@@ -52,6 +52,9 @@ struct ParsedArgs {
 // for an unknown flag ("unknown flag '--prot'"), a missing value ("--port: missing value") or
 // a value the flag's type rejects ("--port: Illegal value 'x' specified for flag 'port'").
 //
+// Not thread-safe: the flags are process-wide, so two calls must not overlap (programs call it
+// once from main; tests call it from one thread).
+//
 // (absl::FlagSaver would restore the flags too, but logs a line on stderr for every flag it
 // restores.)
 absl::Status ParseFlags(const std::vector<std::string>& args,
