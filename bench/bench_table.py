@@ -3,15 +3,22 @@
 them), so that the README's benchmark table is the output of one command.
 
 Columns: the setting (decoding, then cache policy and its parameters), accuracy (and per
-family when the tasks carry one), tokens/s, speed-up against the run's baseline, steps per
-generated token, tokens per forward, the mean committed-token entropy and the share of steps
-whose max committed entropy exceeds 0.5 nats (the decoding dynamics; "-" for rows written
-before dllm-bench reported them), rows per step, full-step ratio, the share of step time spent
-in full steps, ms per full / partial step and the cache decision's share of wall time. Rows
+family when the tasks carry one), tokens/s, speed-up against the run's baseline, the answers
+that changed against the baseline's (paired: gained and lost correct answers, the accuracy
+difference and its standard error), steps per generated token, tokens per forward, the mean
+committed-token entropy and the share of steps whose max committed entropy exceeds 0.5 nats
+(the decoding dynamics; "-" for rows written before dllm-bench reported them), rows per step,
+full-step ratio, the share of step time spent in full steps, ms per full / partial step and
+the cache decision's share of wall time. Rows
 that dllm-bench reports as rejected (an "error" field) are listed under the table with their
 error.
 
-Usage: bench/bench_table.py ROWS.jsonl   (or rows on stdin)
+`--layout paper` prints the paper's comparison instead (docs/paper-comparison.md): method,
+decoding, accuracy, tokens/s, speed-up against vanilla, full / partial step split, rows per
+step, decision overhead, and the overhead the paper reports for the method (EntropyCache 0.5%,
+d2Cache 9.2%, Elastic-Cache 14.5%) beside ours.
+
+Usage: bench/bench_table.py [--layout default|paper] ROWS.jsonl   (or rows on stdin)
 """
 import json
 import sys
@@ -58,11 +65,23 @@ def dynamics(key, fmt, sub=None):
     return cell
 
 
+def paired_cell(row):
+    """Answers that differ from the baseline's, with gained and lost correct ones, and the
+    accuracy difference +- its paired standard error; "-" for the baseline row itself and rows
+    written before dllm-bench reported the comparison."""
+    p = row.get("vs_baseline")
+    if not p:
+        return "-"
+    return (f"{p['changed']} (+{p['gained']}/-{p['lost']}; "
+            f"{100 * p['accuracy_diff']:+.1f}±{100 * p['accuracy_diff_se']:.1f} pt)")
+
+
 COLUMNS = [
     ("setting", setting_name),
     ("accuracy", accuracy_cell),
     ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
     ("speed-up vs baseline", lambda r: f"{r['speedup_vs_baseline']:.2f}"),
+    ("answers changed (+gained/-lost)", paired_cell),
     ("steps/token", lambda r: f"{r['steps_per_token']:.3f}"),
     ("tok/forward", dynamics("tokens_per_forward", "{:.2f}")),
     ("mean entropy", dynamics("mean_token_entropy", "{:.3f}")),
@@ -76,12 +95,50 @@ COLUMNS = [
 ]
 
 
-def table(rows):
+# The decision overheads the EntropyCache paper reports (share of inference time).
+PAPER_OVERHEAD = {"entropy": "0.5%", "d2cache": "9.2%", "elastic": "14.5%"}
+
+
+def decoding_name(row):
+    """`vanilla` for the paper's baseline, else e.g. `block 32 + thr 0.9`."""
+    if "baseline" in row:
+        return row["baseline"]
+    d = row["decoding"]
+    name = d["schedule"] + "".join(f" {d[k]}" for k in ("block_length", "window") if k in d)
+    if "threshold" in d:
+        name += f" + thr {d['threshold']:g}"
+    return name
+
+
+def method_name(row):
+    p = row.get("params", {})
+    if row["policy"] != "entropy" or not p:
+        return row["policy"]
+    return f"entropy tau={p.get('tau', 0):g} k={p.get('k', 0):g}"
+
+
+PAPER_COLUMNS = [
+    ("method", method_name),
+    ("decoding", decoding_name),
+    ("accuracy", lambda r: f"{r['accuracy']:.3f}"),
+    ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
+    ("speed-up vs vanilla", lambda r: f"{r['speedup_vs_baseline']:.2f}x"),
+    ("answers changed (+gained/-lost)", paired_cell),
+    ("full / partial steps",
+     lambda r: f"{r['full_step_ratio']:.2f} / {1 - r['full_step_ratio']:.2f}"),
+    ("rows/step", lambda r: f"{r['rows_per_step']:.0f}"),
+    ("decision overhead", lambda r: f"{100 * r['decision_overhead_frac']:.3f}%"),
+    ("paper's overhead", lambda r: PAPER_OVERHEAD.get(r["policy"], "-")),
+]
+
+
+def table(rows, columns=None):
     """The markdown lines for `rows` (parsed JSON objects, in run order)."""
+    columns = columns or COLUMNS
     ok = [r for r in rows if "error" not in r]
-    out = ["| " + " | ".join(name for name, _ in COLUMNS) + " |",
-           "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(cell(r) for _, cell in COLUMNS) + " |" for r in ok]
+    out = ["| " + " | ".join(name for name, _ in columns) + " |",
+           "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in ok]
     for r in rows:
         if "error" in r:
             out.append(f"\nrejected: {r['decoding']['schedule']} + {r['policy']}: {r['error']}")
@@ -93,7 +150,15 @@ def table(rows):
 
 
 def main():
-    src = open(sys.argv[1], encoding="utf-8") if len(sys.argv) > 1 else sys.stdin
+    args = sys.argv[1:]
+    columns = COLUMNS
+    if args[:1] == ["--layout"] or (args and args[0].startswith("--layout=")):
+        layout = args[1] if args[0] == "--layout" and len(args) > 1 else args[0][9:]
+        args = args[2:] if args[0] == "--layout" else args[1:]
+        if layout not in ("default", "paper"):
+            sys.exit(f"bench_table: unknown layout '{layout}' (default or paper)")
+        columns = PAPER_COLUMNS if layout == "paper" else COLUMNS
+    src = open(args[0], encoding="utf-8") if args else sys.stdin
     rows = []
     for n, line in enumerate(src, 1):
         if not line.strip():
@@ -105,7 +170,7 @@ def main():
     if not rows:
         sys.exit("bench_table: no rows")
     try:
-        print("\n".join(table(rows)))
+        print("\n".join(table(rows, columns)))
     except KeyError as e:
         sys.exit(f"bench_table: a row lacks {e} (not dllm-bench output?)")
 

@@ -26,7 +26,9 @@
 // tokens before the first end token over the setting's wall time.
 //
 // --baseline SETTING is measured first in the same run (after the warm-up) and every row
-// reports speedup_vs_baseline against it. SETTING = vanilla (the default: the paper's
+// reports speedup_vs_baseline against it, and "vs_baseline": the paired answer changes on the
+// same tasks (changed texts, gained and lost correct answers, the accuracy difference and its
+// paired standard error). SETTING = vanilla (the default: the paper's
 // baseline, block decoding in blocks of min(32, G), one token per step, low_confidence for
 // LLaDA / maskgit_plus for Dream, no cache) or DECODING_SPEC[@POLICY_SPEC] (policy default
 // none), e.g. block:block_length=32,threshold=0.9@dual.
@@ -232,6 +234,10 @@ struct Result {
   // entropy (0 for a step that committed nothing), over all requests.
   std::vector<float> committed_entropies;
   std::vector<float> step_max_entropies;
+  // Per task, in task order, for the paired comparison with the baseline: the answer text
+  // (empty for a failed request) and whether it was scored correct.
+  std::vector<std::string> answers;
+  std::vector<bool> correct;
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -431,6 +437,8 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
                   const Setting& setting, int gen_length, float shadow_rate = -1,
                   int in_flight = 0) {
   Result r;
+  r.answers.assign(tasks.size(), std::string());
+  r.correct.assign(tasks.size(), false);
   timer.TakeTotals();
   int64_t steps = 0, full = 0, rows = 0, correct = 0;
   double decision = 0, entropy = 0;
@@ -473,7 +481,9 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
         std::cerr << "request " << i << ": " << f.status << "\n";
         continue;
       }
+      r.answers[i] = f.text;
       if (Correct(tasks[i], f.text)) {
+        r.correct[i] = true;
         ++correct;
         if (family) ++family->first;
       }
@@ -668,6 +678,30 @@ nlohmann::json DynamicsJson(const Result& r, int64_t steps) {
                            {"p50", Round(Quantile(m, 0.5), 4)},
                            {"p90", Round(Quantile(m, 0.9), 4)},
                            {"frac_above_0.5", Round(m.empty() ? 0 : above / m.size(), 4)}};
+  return j;
+}
+
+// Paired answer changes of `r` against the baseline on the same tasks: how many answers
+// differ in text, how many went from wrong to right (gained) and right to wrong (lost), and
+// the standard error of the accuracy difference over the per-task differences (the paired
+// test the issue asks for: an accuracy delta alone hides answers that change both ways).
+nlohmann::json PairedJson(const Result& r, const Result& base) {
+  int changed = 0, gained = 0, lost = 0;
+  const size_t n = std::min(r.answers.size(), base.answers.size());
+  for (size_t i = 0; i < n; ++i) {
+    changed += r.answers[i] != base.answers[i];
+    gained += r.correct[i] && !base.correct[i];
+    lost += !r.correct[i] && base.correct[i];
+  }
+  nlohmann::json j;
+  j["tasks"] = n;
+  j["changed"] = changed;
+  j["gained"] = gained;
+  j["lost"] = lost;
+  const double mean = n ? double(gained - lost) / n : 0;
+  const double var = n ? double(gained + lost) / n - mean * mean : 0;
+  j["accuracy_diff"] = Round(mean, 4);
+  j["accuracy_diff_se"] = Round(n > 1 ? std::sqrt(std::max(0.0, var) / (n - 1)) : 0, 4);
   return j;
 }
 
@@ -942,6 +976,7 @@ int Main(int argc, char** argv) {
       j["speedup_vs_none"] = Round(speedup, 3);
       j["speedup_vs_baseline"] =
           Round(base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0, 3);
+      j["vs_baseline"] = PairedJson(r, base);
       if (shadows) {
         j["shadow"] = ShadowJson(
             samples,

@@ -37,6 +37,8 @@ class BenchTableTest(unittest.TestCase):
         rows = [row(baseline="vanilla", speedup_vs_baseline=1.0,
                     accuracy_by_family={"sub": 0.5, "add": 1.0}),
                 row(policy="dual", full_step_ratio=0.25, full_time_frac=0.61,
+                    vs_baseline={"tasks": 4, "changed": 2, "gained": 1, "lost": 0,
+                                 "accuracy_diff": 0.25, "accuracy_diff_se": 0.25},
                     dynamics={"tokens_per_forward": 3.714, "mean_token_entropy": 0.1254,
                               "step_max_entropy": {"frac_above_0.5": 0.125}}),
                 row(decoding={"schedule": "window", "window": 32, "steps": 0},
@@ -45,14 +47,32 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(lines[0].count("|"), len(bench_table.COLUMNS) + 1)
         # The baseline row predates the dynamics columns: "-" there.
         self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 (add 1.00, sub 0.50) | "
-                         "1,234.5 | 1.00 | 0.058 | - | - | - | 548 | 1.00 | 1.00 | 46.10 | "
+                         "1,234.5 | 1.00 | - | 0.058 | - | - | - | 548 | 1.00 | 1.00 | 46.10 | "
                          "0.00 | 0.002% |")
-        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 | 0.058 | 3.71 | 0.125 | 0.12 |",
-                      lines[3])
+        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 | 2 (+1/-0; +25.0±25.0 pt) | "
+                      "0.058 | 3.71 | 0.125 | 0.12 |", lines[3])
         self.assertIn("| 0.25 | 0.61 |", lines[3])
         self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 3)  # header + 2
         self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block",
                       "\n".join(lines))
+
+    def test_paper_layout(self):
+        rows = [row(baseline="vanilla", speedup_vs_baseline=1.0),
+                row(decoding={"schedule": "block", "block_length": 32, "threshold": 0.9},
+                    policy="entropy", params={"tau": 1.5, "k": 32}, full_step_ratio=0.25,
+                    decision_overhead_frac=0.0003,
+                    vs_baseline={"tasks": 4, "changed": 3, "gained": 0, "lost": 1,
+                                 "accuracy_diff": -0.25, "accuracy_diff_se": 0.25}),
+                row(decoding={"schedule": "window", "window": 16, "threshold": 0.9},
+                    policy="d2cache", params={"current_k": 32}, decision_overhead_frac=0.39)]
+        lines = bench_table.table(rows, bench_table.PAPER_COLUMNS)
+        self.assertEqual(lines[2], "| none | vanilla | 0.750 | 1,234.5 | 1.00x | - | "
+                         "1.00 / 0.00 | 548 | 0.002% | - |")
+        self.assertEqual(lines[3], "| entropy tau=1.5 k=32 | block 32 + thr 0.9 | 0.750 | "
+                         "1,234.5 | 2.50x | 3 (+0/-1; -25.0±25.0 pt) | 0.25 / 0.75 | 548 | "
+                         "0.030% | 0.5% |")
+        self.assertEqual(lines[4], "| d2cache | window 16 + thr 0.9 | 0.750 | 1,234.5 | 2.50x | "
+                         "- | 1.00 / 0.00 | 548 | 39.000% | 9.2% |")
 
     def test_command_line_errors(self):
         def run(text):
@@ -66,6 +86,14 @@ class BenchTableTest(unittest.TestCase):
         self.assertIn("line 1: not JSON", bad.stderr)
         self.assertIn("no rows", run("").stderr)
         self.assertIn("lacks 'schedule'", run('{"policy": "none", "decoding": {}}\n').stderr)
+        paper = subprocess.run([sys.executable, SCRIPT, "--layout", "paper"],
+                               input=json.dumps(row(baseline="vanilla")), capture_output=True,
+                               text=True)
+        self.assertEqual(paper.returncode, 0, paper.stderr)
+        self.assertIn("| none | vanilla |", paper.stdout)
+        bad = subprocess.run([sys.executable, SCRIPT, "--layout", "wide"], input="",
+                             capture_output=True, text=True)
+        self.assertIn("unknown layout 'wide'", bad.stderr)
 
 
 if __name__ == "__main__":
