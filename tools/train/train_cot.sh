@@ -11,9 +11,13 @@
 #        (default 2,6), LR (default 6e-4), MAX_STEPS (where the cosine schedule ends and the
 #        run stops; default llada-cot 64,500, dream-cot 37,000: the schedule first ran to
 #        20,000 steps after the phase start and was shortened on 2026-12-03, at steps ~60,000
-#        and ~32,600, to anneal within the CPU time left; keep it, or the rate jumps back up).
-# The learning-rate schedule restarts at the step the long model was snapshotted at
-# (--cosine-from): llada-long 52,642, dream-long 25,500.
+#        and ~32,600, to anneal within the CPU time left; keep it, or the rate jumps back up),
+#        COSINE_FROM (where the schedule restarts; default: the step the long model was
+#        snapshotted at, llada-long 52,642, dream-long 25,500), NICE (default 10).
+# A later phase restarts the schedule from a shipped snapshot, e.g. llada-cot's add/sub phase
+# (2026-12-03, docs/longform-history.md):
+#   COSINE_FROM=64244 MAX_STEPS=67500 LR=3e-4 MIX=add=3,sub=3,reverse=1,copy=1,swap=1 \
+#     tools/train/train_cot.sh llada-cot
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -48,12 +52,12 @@ for name in "${names[@]}"; do
   fi
   # A module of the package `tools`: the repo root on PYTHONPATH. The working directory stays
   # tools/train (relative paths in STATE_ROOT and OUT_ROOT resolve there, as they always did).
-  (cd "$here" && PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" nohup nice -n 10 \
+  (cd "$here" && PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" nohup nice -n "${NICE:-10}" \
     /usr/bin/python3 -m tools.train.train --tasks cot "${family[@]}" \
     --state-dir "$state_root/$name" --out "$out_root/$name" \
     --gen-length 192 --block-length 32 --hidden 192 --layers 6 --heads 6 --intermediate 512 \
     --rope-theta 10000 --tok-vocab 512 --tok-corpus 2000 --batch 4 --lr "${LR:-6e-4}" \
-    --warmup 1 --cosine-from "$from" --max-steps "${MAX_STEPS:-$end}" \
+    --warmup 1 --cosine-from "${COSINE_FROM:-$from}" --max-steps "${MAX_STEPS:-$end}" \
     --curriculum-steps 0 --shot-mask-prob 0.5 --block-mask-prob 0.5 \
     --family-weights "${MIX:-add=1,sub=1,reverse=1,copy=1,swap=1}" --shots "${SHOTS:-2,6}" \
     --val-items 10 --eval-batch 5 --eval-every 1000 --ckpt-minutes 5 --minutes 100000 \
