@@ -18,7 +18,13 @@ decoding, accuracy, tokens/s, speed-up against vanilla, full / partial step spli
 step, decision overhead, and the overhead the paper reports for the method (EntropyCache 0.5%,
 d2Cache 9.2%, Elastic-Cache 14.5%) beside ours.
 
-Usage: bench/bench_table.py [--layout default|paper] ROWS.jsonl   (or rows on stdin)
+`--layout shadow` prints the shadow checks of a `--shadow` run (scripts/bench-autotune): the
+autotuner's budget (the "autotune" field scripts/bench-autotune adds; "fixed" for none), the
+setting, accuracy, tokens/s, speed-up against `none`, full-step ratio, shadow samples, the
+decision-mismatch rate, mean KL(full || partial), the autotuner's final tau scale and the
+shadow's share of the time.
+
+Usage: bench/bench_table.py [--layout default|paper|shadow] ROWS.jsonl   (or rows on stdin)
 """
 import json
 import sys
@@ -132,6 +138,31 @@ PAPER_COLUMNS = [
 ]
 
 
+def shadow(key, fmt):
+    """A cell of the row's "shadow" object, "-" when the row has none."""
+    def cell(row):
+        q = row.get("shadow", {})
+        return fmt.format(q[key]) if key in q else "-"
+    return cell
+
+
+SHADOW_COLUMNS = [
+    ("autotune budget", lambda r: str(r.get("autotune", "-"))),
+    ("setting", setting_name),
+    ("accuracy", lambda r: f"{r['accuracy']:.3f}"),
+    ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
+    ("speed-up vs none", lambda r: f"{r.get('speedup_vs_none', 1.0):.2f}"),
+    ("full-step ratio", lambda r: f"{r['full_step_ratio']:.2f}"),
+    ("shadow samples", shadow("samples", "{}")),
+    ("mismatch rate", shadow("mismatch_rate", "{:.3f}")),
+    ("mean KL", shadow("mean_kl", "{:.4f}")),
+    ("final tau scale", shadow("tau_scale", "{:.3f}")),
+    ("shadow time share", shadow("time_fraction", "{:.3f}")),
+]
+
+LAYOUTS = {"default": COLUMNS, "paper": PAPER_COLUMNS, "shadow": SHADOW_COLUMNS}
+
+
 def table(rows, columns=None):
     """The markdown lines for `rows` (parsed JSON objects, in run order)."""
     columns = columns or COLUMNS
@@ -155,9 +186,9 @@ def main():
     if args[:1] == ["--layout"] or (args and args[0].startswith("--layout=")):
         layout = args[1] if args[0] == "--layout" and len(args) > 1 else args[0][9:]
         args = args[2:] if args[0] == "--layout" else args[1:]
-        if layout not in ("default", "paper"):
-            sys.exit(f"bench_table: unknown layout '{layout}' (default or paper)")
-        columns = PAPER_COLUMNS if layout == "paper" else COLUMNS
+        if layout not in LAYOUTS:
+            sys.exit(f"bench_table: unknown layout '{layout}' ({', '.join(LAYOUTS)})")
+        columns = LAYOUTS[layout]
     src = open(args[0], encoding="utf-8") if args else sys.stdin
     rows = []
     for n, line in enumerate(src, 1):

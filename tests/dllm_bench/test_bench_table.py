@@ -74,6 +74,19 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(lines[4], "| d2cache | window 16 + thr 0.9 | 0.750 | 1,234.5 | 2.50x | "
                          "- | 1.00 / 0.00 | 548 | 39.000% | 9.2% |")
 
+    def test_shadow_layout(self):
+        rows = [row(autotune="0.02", policy="entropy", params={"tau": 1.0, "k": 32},
+                    speedup_vs_none=4.2,
+                    full_step_ratio=0.13,
+                    shadow={"samples": 480, "mismatch_rate": 0.0417, "mean_kl": 0.01234,
+                            "tau_scale": 0.5, "time_fraction": 0.021}),
+                row()]
+        lines = bench_table.table(rows, bench_table.SHADOW_COLUMNS)
+        self.assertEqual(lines[2], "| 0.02 | block 32, entropy tau=1 k=32 | 0.750 | 1,234.5 | 4.20 | "
+                         "0.13 | 480 | 0.042 | 0.0123 | 0.500 | 0.021 |")
+        self.assertEqual(lines[3], "| - | block 32, none | 0.750 | 1,234.5 | 1.00 | 1.00 | - | - | "
+                         "- | - | - |")
+
     def test_command_line_errors(self):
         def run(text):
             return subprocess.run([sys.executable, SCRIPT], input=text, capture_output=True,

@@ -73,7 +73,8 @@ void ZeroWeights(const fs::path& file) {
   WriteFile(file, bytes);
 }
 
-const char* const kShippedModels[] = {"llada-tiny", "dream-tiny", "llada-long", "dream-long"};
+const char* const kShippedModels[] = {"llada-tiny", "dream-tiny", "llada-long",
+                                      "dream-long", "llada-cot",  "dream-cot"};
 
 TEST_CASE("warm-up: refuses a model whose weights are all zero", "[reliability]") {
   // Issue 34, item 9: a checkpoint overwritten with zeros during load went unnoticed, warm-up
