@@ -82,10 +82,10 @@ class BenchTableTest(unittest.TestCase):
                             "tau_scale": 0.5, "time_fraction": 0.021}),
                 row()]
         lines = bench_table.table(rows, bench_table.SHADOW_COLUMNS)
-        self.assertEqual(lines[2], "| 0.02 | block 32, entropy tau=1 k=32 | 0.750 | 1,234.5 | 4.20 | "
-                         "0.13 | 480 | 0.042 | 0.0123 | 0.500 | 0.021 |")
-        self.assertEqual(lines[3], "| - | block 32, none | 0.750 | 1,234.5 | 1.00 | 1.00 | - | - | "
-                         "- | - | - |")
+        self.assertEqual(lines[2], "| 0.02 | block 32, entropy tau=1 k=32 | 0.750 | 1,234.5 | "
+                         "4.20 | 0.13 | 480 | 0.042 | 0.0123 | 0.500 | 0.021 |")
+        self.assertEqual(lines[3], "| - | block 32, none | 0.750 | 1,234.5 | 1.00 | 1.00 | - | "
+                         "- | - | - | - |")
 
     def test_command_line_errors(self):
         def run(text):
