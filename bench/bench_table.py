@@ -24,9 +24,17 @@ setting, accuracy, tokens/s, speed-up against `none`, full-step ratio, shadow sa
 decision-mismatch rate, mean KL(full || partial), the autotuner's final tau scale and the
 shadow's share of the time.
 
+`--compare A.jsonl B.jsonl ...` prints the README's side-by-side table of several models'
+runs (scripts/bench-long): one line per block-decoding setting (and the baseline) in the
+first file's order, a repeated setting (the tau sweep re-runs a listed one) shown once, and
+per model its accuracy, tokens/s, speed-up against its own baseline and the paired answer
+changes. Compare tokens/s across models only when the runs shared a machine.
+
 Usage: bench/bench_table.py [--layout default|paper|shadow] ROWS.jsonl   (or rows on stdin)
+       bench/bench_table.py --compare ROWS.jsonl ROWS.jsonl ...
 """
 import json
+import os
 import sys
 
 
@@ -180,16 +188,34 @@ def table(rows, columns=None):
     return out
 
 
-def main():
-    args = sys.argv[1:]
-    columns = COLUMNS
-    if args[:1] == ["--layout"] or (args and args[0].startswith("--layout=")):
-        layout = args[1] if args[0] == "--layout" and len(args) > 1 else args[0][9:]
-        args = args[2:] if args[0] == "--layout" else args[1:]
-        if layout not in LAYOUTS:
-            sys.exit(f"bench_table: unknown layout '{layout}' ({', '.join(LAYOUTS)})")
-        columns = LAYOUTS[layout]
-    src = open(args[0], encoding="utf-8") if args else sys.stdin
+def compare(runs):
+    """The markdown lines comparing `runs` [(label, rows)] setting by setting."""
+    def block_rows(rows):
+        out = {}
+        for r in rows:
+            if "error" in r or ("baseline" not in r and r["decoding"]["schedule"] != "block"):
+                continue
+            out.setdefault(setting_name(r), r)
+        return out
+    tables = [(label, block_rows(rows)) for label, rows in runs]
+    head = ["setting"]
+    for label, _ in tables:
+        head += [f"{label} accuracy", "tok/s", "speed-up", "answers changed"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in tables[0][1]:
+        cells = [name]
+        for _, t in tables:
+            r = t.get(name)
+            cells += ([f"{r['accuracy']:.3f}", f"{r['tokens_per_s']:,.1f}",
+                       f"{r['speedup_vs_baseline']:.2f}x", paired_cell(r)]
+                      if r else ["-"] * 4)
+        out.append("| " + " | ".join(cells) + " |")
+    notes = [f"{label}: {next(iter(t.values()))['tasks']} tasks" for label, t in tables if t]
+    out.append("\n" + "; ".join(notes))
+    return out
+
+
+def read_rows(src, what):
     rows = []
     for n, line in enumerate(src, 1):
         if not line.strip():
@@ -197,9 +223,42 @@ def main():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            sys.exit(f"bench_table: line {n}: not JSON ({e})")
+            sys.exit(f"bench_table: {what} line {n}: not JSON ({e})")
     if not rows:
-        sys.exit("bench_table: no rows")
+        sys.exit(f"bench_table: no rows in {what}")
+    return rows
+
+
+def open_rows(path):
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as e:
+        sys.exit(f"bench_table: cannot read {path}: {e.strerror}")
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--compare"]:
+        if len(args) < 2:
+            sys.exit("bench_table: --compare needs at least one ROWS.jsonl")
+        runs = []
+        for path in args[1:]:
+            label = os.path.basename(path).removesuffix(".jsonl")
+            runs.append((label.removeprefix("bench-long-"), read_rows(open_rows(path), path)))
+        try:
+            print("\n".join(compare(runs)))
+        except KeyError as e:
+            sys.exit(f"bench_table: a row lacks {e} (not dllm-bench output?)")
+        return
+    columns = COLUMNS
+    if args[:1] == ["--layout"] or (args and args[0].startswith("--layout=")):
+        layout = args[1] if args[0] == "--layout" and len(args) > 1 else args[0][9:]
+        args = args[2:] if args[0] == "--layout" else args[1:]
+        if layout not in LAYOUTS:
+            sys.exit(f"bench_table: unknown layout '{layout}' ({', '.join(LAYOUTS)})")
+        columns = LAYOUTS[layout]
+    src = open_rows(args[0]) if args else sys.stdin
+    rows = read_rows(src, args[0] if args else "stdin")
     try:
         print("\n".join(table(rows, columns)))
     except KeyError as e:

@@ -87,6 +87,31 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(lines[3], "| - | block 32, none | 0.750 | 1,234.5 | 1.00 | 1.00 | - | "
                          "- | - | - | - |")
 
+    def test_compare_runs_side_by_side(self):
+        thr = {"schedule": "block", "block_length": 32, "threshold": 0.9}
+        paired = {"tasks": 4, "changed": 1, "gained": 0, "lost": 0, "accuracy_diff": 0.0,
+                  "accuracy_diff_se": 0.0}
+        a = [row(baseline="vanilla", speedup_vs_baseline=1.0),
+             row(decoding=thr, policy="dual", vs_baseline=paired),
+             row(decoding=thr, policy="entropy", params={"tau": 0.5, "k": 32}, accuracy=0.5),
+             # The sweep re-runs a listed setting: shown once, as first measured.
+             row(decoding=thr, policy="entropy", params={"tau": 0.5, "k": 32}, accuracy=0.25),
+             row(decoding={"schedule": "window", "window": 32}, policy="none"),
+             row(policy="dual", error="rejected")]
+        b = [row(baseline="vanilla", speedup_vs_baseline=1.0, tasks=2),
+             row(decoding=thr, policy="dual", tokens_per_s=99.0, speedup_vs_baseline=8.0)]
+        lines = bench_table.compare([("m1", a), ("m2", b)])
+        self.assertEqual(lines[0], "| setting | m1 accuracy | tok/s | speed-up | answers changed "
+                         "| m2 accuracy | tok/s | speed-up | answers changed |")
+        self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 | 1,234.5 | 1.00x | - | 0.750 "
+                         "| 1,234.5 | 1.00x | - |")
+        self.assertEqual(lines[3], "| block 32 + threshold 0.9, dual | 0.750 | 1,234.5 | 2.50x | "
+                         "1 (+0/-0; +0.0±0.0 pt) | 0.750 | 99.0 | 8.00x | - |")
+        self.assertEqual(lines[4], "| block 32 + threshold 0.9, entropy tau=0.5 k=32 | 0.500 | "
+                         "1,234.5 | 2.50x | - | - | - | - | - |")
+        self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 4)  # no window row
+        self.assertEqual(lines[-1], "\nm1: 4 tasks; m2: 2 tasks")
+
     def test_command_line_errors(self):
         def run(text):
             return subprocess.run([sys.executable, SCRIPT], input=text, capture_output=True,
@@ -107,6 +132,10 @@ class BenchTableTest(unittest.TestCase):
         bad = subprocess.run([sys.executable, SCRIPT, "--layout", "wide"], input="",
                              capture_output=True, text=True)
         self.assertIn("unknown layout 'wide'", bad.stderr)
+        missing = subprocess.run([sys.executable, SCRIPT, "--compare", "/nonexistent.jsonl"],
+                                 capture_output=True, text=True)
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("cannot read /nonexistent.jsonl", missing.stderr)
 
 
 if __name__ == "__main__":
