@@ -38,27 +38,28 @@ import os
 import sys
 
 
+def decoding_label(d, threshold_word="threshold", steps=True):
+    """A row's "decoding" object as e.g. `window 32 + threshold 0.9` or `timestep + 64 steps`
+    (the step count only with `steps`, and only when there is no threshold)."""
+    label = d["schedule"] + "".join(f" {d[k]}" for k in ("block_length", "window") if k in d)
+    if "threshold" in d:
+        label += f" + {threshold_word} {d['threshold']:g}"
+    elif steps and d.get("steps"):
+        label += f" + {d['steps']} steps"
+    return label
+
+
 def setting_name(row):
     """`vanilla` for the baseline row, else e.g. `window 32 + threshold 0.9, entropy tau=0.5
     k=32`."""
     if "baseline" in row:
         return f"{row['baseline']} (baseline)"
-    d = row["decoding"]
-    parts = [d["schedule"]]
-    if "block_length" in d:
-        parts[0] += f" {d['block_length']}"
-    if "window" in d:
-        parts[0] += f" {d['window']}"
-    if "threshold" in d:
-        parts.append(f"threshold {d['threshold']:g}")
-    elif d.get("steps"):
-        parts.append(f"{d['steps']} steps")
     policy = row["policy"]
     p = row.get("params", {})
     order = [k for k in ("tau", "k", "n") if k in p] + sorted(set(p) - {"tau", "k", "n"})
     params = " ".join(f"{k}={p[k]:g}" if isinstance(p[k], (int, float)) else f"{k}={p[k]}"
                       for k in order)
-    return " + ".join(parts) + f", {policy}" + (f" {params}" if params else "")
+    return decoding_label(row["decoding"]) + f", {policy}" + (f" {params}" if params else "")
 
 
 def accuracy_cell(row):
@@ -117,11 +118,7 @@ def decoding_name(row):
     """`vanilla` for the paper's baseline, else e.g. `block 32 + thr 0.9`."""
     if "baseline" in row:
         return row["baseline"]
-    d = row["decoding"]
-    name = d["schedule"] + "".join(f" {d[k]}" for k in ("block_length", "window") if k in d)
-    if "threshold" in d:
-        name += f" + thr {d['threshold']:g}"
-    return name
+    return decoding_label(row["decoding"], "thr", steps=False)
 
 
 def method_name(row):
