@@ -251,7 +251,11 @@ function init() {
   buildKnobs("b");
   $("token").value = token;
   $("token").addEventListener("change", () => {
-    token = $("token").value.trim();
+    // The browser fires "change" again when the field loses focus; reloading then would reset
+    // every knob the user has set since (and race a generation started meanwhile).
+    const next = $("token").value.trim();
+    if (next === token) return;
+    token = next;
     sessionStorage.setItem(TOKEN_KEY, token);
     loadInfo();
   });
