@@ -14,7 +14,7 @@ import sys
 import tempfile
 import unittest
 
-from tools.tasks import longform
+from tools.tasks import longform, splits
 from tools.train import blas_env, bpe, common, longtrain
 
 
@@ -227,6 +227,39 @@ class LongformSuiteTest(unittest.TestCase):
         text = tok.decode([i for i, s in zip(ids[:plen], shot) if s], skip_special=False)
         shots = re.findall(r"A: (.*?\n#### [^\n]*)", x["prompt"], re.S)
         self.assertEqual(text, "".join(shots))
+
+
+class SplitsTest(unittest.TestCase):
+    """tools/tasks/splits.py: the scripts score each model on the split it was trained for."""
+
+    def test_shipped_models(self):
+        models = os.path.join(common.HERE, "..", "..", "models")
+        # The expectation comes from the folder names the models shipped under, which the
+        # module does not read.
+        expected = {"-tiny": "data", "-long": "data_long", "-cot": "data_cot"}
+        seen = 0
+        for name in sorted(os.listdir(models)):
+            if not os.path.isdir(os.path.join(models, name)):
+                continue
+            suffix = "-" + name.rsplit("-", 1)[1]
+            path = splits.test_split(os.path.join(models, name))
+            self.assertEqual(os.path.basename(os.path.dirname(path)), expected[suffix], name)
+            self.assertTrue(os.path.isfile(path), path)
+            seen += 1
+        self.assertGreaterEqual(seen, 6)
+
+    def test_bad_folders_are_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(ValueError, "training_state.json: missing"):
+                splits.test_split(d)
+            state = os.path.join(d, "training_state.json")
+            for text, message in (("{", "unreadable"), ("[]", "no 'args'"),
+                                  ('{"args": {"tasks": "gsm8k"}}', "unknown args.tasks 'gsm8k'")):
+                with open(state, "w", encoding="utf-8") as f:
+                    f.write(text)
+                with self.assertRaisesRegex(ValueError, message):
+                    splits.test_split(d)
+            self.assertEqual(splits.main(["splits", d]), 2)
 
 
 class BlasEnvTest(unittest.TestCase):
