@@ -12,9 +12,10 @@ import json
 import os
 import sys
 
-TASKS_DIR = os.path.dirname(os.path.abspath(__file__))
-# args.tasks -> the folder of its splits (tools/tasks/<folder>/{test,val}.jsonl).
-SPLIT_DIRS = {"tiny": "data", "long": "data_long", "cot": "data_cot"}
+from tools.tasks import cot, longform, tasks
+
+# args.tasks -> the folder of its splits ({test,val}.jsonl), as each suite's module defines it.
+SPLIT_DIRS = {"tiny": tasks.DATA_DIR, "long": longform.DATA_DIR, "cot": cot.DATA_DIR}
 
 
 def test_split(model_dir):
@@ -35,7 +36,7 @@ def test_split(model_dir):
     if suite not in SPLIT_DIRS:
         raise ValueError(f"{state_path}: unknown args.tasks {suite!r} "
                          f"(expected one of {sorted(SPLIT_DIRS)})")
-    return os.path.join(TASKS_DIR, SPLIT_DIRS[suite], "test.jsonl")
+    return os.path.join(SPLIT_DIRS[suite], "test.jsonl")
 
 
 def main(argv):
@@ -48,7 +49,7 @@ def main(argv):
         print(f"tools.tasks.splits: {e}", file=sys.stderr)
         return 2
     # Relative to the repo root when it lies under it, as the scripts print paths.
-    root = os.path.dirname(os.path.dirname(TASKS_DIR))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print(os.path.relpath(path, root) if path.startswith(root + os.sep) else path)
     return 0
 

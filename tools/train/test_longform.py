@@ -233,7 +233,7 @@ class SplitsTest(unittest.TestCase):
     """tools/tasks/splits.py: the scripts score each model on the split it was trained for."""
 
     def test_shipped_models(self):
-        models = os.path.join(common.HERE, "..", "..", "models")
+        models = os.path.join(common.ROOT, "models")
         # The expectation comes from the folder names the models shipped under, which the
         # module does not read.
         expected = {"-tiny": "data", "-long": "data_long", "-cot": "data_cot"}
