@@ -158,7 +158,7 @@ class EngineImpl final : public Engine {
       return absl::FailedPreconditionError(absl::StrCat(
           "cache.policy ", Name(r.cache.policy),
           " decides from attention maps, which this server's backend does not compute (the cpu "
-          "backend does); choose another cache policy"));
+          "and cuda backends do); choose another cache policy"));
     }
     const int64_t bytes =
         executor_->KvBytesFor(static_cast<int>(total), NeedsHiddenStates(r.cache));

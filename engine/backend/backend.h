@@ -173,6 +173,8 @@ class Backend {
   // kv_positions], row r for q row seq.row_begin + r). A row's values depend only on its q
   // row and the slab. Backends without it return UNIMPLEMENTED and false from
   // computes_attention_probabilities.
+  // Timing the call as decision cost: on a backend that queues work (CUDA), the call waits
+  // for the work issued before it, so the caller Synchronize()s before starting its clock.
   virtual bool computes_attention_probabilities() const { return false; }
   virtual absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& seq,
                                               const AttentionShape& shape, std::span<float> out) {
@@ -210,6 +212,9 @@ class Backend {
   virtual absl::Status LogitsStats(const DeviceBuffer& logits, int vocab,
                                    std::span<const LogitsRowRequest> requests,
                                    std::span<RowStats> out) = 0;
+
+  // Waits for all issued work. Backends that run each op to completion (CPU) return at once.
+  virtual absl::Status Synchronize() { return absl::OkStatus(); }
 };
 
 }  // namespace dllm

@@ -429,6 +429,9 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
     } else {
       DLLM_RETURN_IF_ERROR(QuerySide(w, rows, *positions_, attn, shape, h_.get()));
       // q_ still holds this layer's (RoPE'd) queries and the slabs its keys.
+      // The clock starts after the layer's queued work (asynchronous backends), so the
+      // maps' time is theirs alone.
+      if (!maps.empty()) DLLM_RETURN_IF_ERROR(backend_->Synchronize());
       for (auto& [m, a] : maps) {
         const auto start = std::chrono::steady_clock::now();
         DLLM_RETURN_IF_ERROR(backend_->AttentionProbabilities(*q_, attn[a], shape, m->Layer(l)));

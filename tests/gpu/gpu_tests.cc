@@ -27,6 +27,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/core/attention_maps.h"
 #include "engine/core/float16.h"
 #include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
@@ -190,8 +191,8 @@ absl::Status OpTests(Backends& be, Report* report) {
     DLLM_RETURN_IF_ERROR(CompareOp(
         be, report, "gather_rows", 0.0, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
           const int rows = 6, cols = 40;
-          DLLM_ASSIGN_OR_RETURN(x,
-                                Activation(b, RandomBf16Values(rows * cols, 1.0f, 12), rows, cols));
+          DLLM_ASSIGN_OR_RETURN(
+              x, Activation(b, RandomBf16Values(int64_t{rows} * cols, 1.0f, 12), rows, cols));
           DLLM_ASSIGN_OR_RETURN(idx, Ints(b, {5, 0, 3, 3, 1}));
           DLLM_ASSIGN_OR_RETURN(d,
                                 b->Allocate(int64_t{5} * cols * b->activation_bytes_per_element()));
@@ -231,6 +232,7 @@ absl::Status AttentionTests(Backends& be, Report* report) {
           // Full scatter: all positions of both sequences.
           const int full_rows = cap_a + kv_b;
           std::vector<int32_t> pos_full;
+          pos_full.reserve(full_rows);
           for (int p = 0; p < cap_a; ++p) pos_full.push_back(p);
           for (int p = 0; p < kv_b; ++p) pos_full.push_back(p);
           DLLM_ASSIGN_OR_RETURN(
@@ -272,12 +274,82 @@ absl::Status AttentionTests(Backends& be, Report* report) {
   return absl::OkStatus();
 }
 
+// Head-averaged attention probabilities (the d2cache and elastic policies' input): one
+// sequence, a partial step's query rows over a multi-tile key range, CUDA vs CPU; and every
+// CUDA row sums to 1.
+absl::Status AttentionProbabilitiesTests(Backends& be, Report* report) {
+  struct Geometry {
+    int heads, kv_heads, head_dim;
+  };
+  for (const Geometry& g : {Geometry{8, 2, 128}, Geometry{4, 4, 64}, Geometry{4, 2, 16}}) {
+    const int layers = 2, layer = 1, cap = 300, kv_positions = 261, rows = 37;
+    const int qw = g.heads * g.head_dim, kvw = g.kv_heads * g.head_dim;
+    AttentionShape shape;
+    shape.num_heads = g.heads;
+    shape.num_kv_heads = g.kv_heads;
+    shape.head_dim = g.head_dim;
+    shape.num_layers = layers;
+    shape.layer = layer;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+    std::vector<float> probs[2];
+    for (int which = 0; which < 2; ++which) {
+      Backend* b = which == 0 ? be.cpu.get() : be.cuda.get();
+      DLLM_ASSIGN_OR_RETURN(
+          slab, b->Allocate(int64_t{layers} * 2 * cap * kvw * b->kv_bytes_per_element()));
+      std::vector<int32_t> positions(static_cast<size_t>(kv_positions));
+      for (int p = 0; p < kv_positions; ++p) positions[p] = p;
+      DLLM_ASSIGN_OR_RETURN(
+          k, Activation(b, RandomBf16Values(int64_t{kv_positions} * kvw, 1.0f, 40), kv_positions,
+                        kvw));
+      DLLM_ASSIGN_OR_RETURN(
+          v, Activation(b, RandomBf16Values(int64_t{kv_positions} * kvw, 1.0f, 41), kv_positions,
+                        kvw));
+      DLLM_ASSIGN_OR_RETURN(pos, Ints(b, positions));
+      const AttentionSequence all{slab.get(), cap, kv_positions, 0, kv_positions};
+      DLLM_RETURN_IF_ERROR(b->KvScatter(*k, *v, *pos, std::span(&all, 1), shape));
+      // The query rows start at row 5 of q, as a sequence after another in a batch would.
+      DLLM_ASSIGN_OR_RETURN(
+          q, Activation(b, RandomBf16Values(int64_t{rows + 5} * qw, 2.0f, 42), rows + 5, qw));
+      const AttentionSequence seq{slab.get(), cap, kv_positions, 5, rows};
+      probs[which].assign(static_cast<size_t>(rows) * kv_positions, -1.0f);
+      DLLM_RETURN_IF_ERROR(b->AttentionProbabilities(*q, seq, shape, std::span(probs[which])));
+    }
+    double worst_sum = 0;
+    for (int r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int n = 0; n < kv_positions; ++n)
+        sum += probs[1][static_cast<size_t>(r) * kv_positions + n];
+      worst_sum = std::max(worst_sum, std::fabs(sum - 1.0));
+    }
+    const double err = RelErr(probs[1], probs[0]);
+    report->Check(err <= 2e-2 && worst_sum <= 1e-3,
+                  absl::StrFormat("op attention_probabilities h=%d kv=%d d=%d: rel err %.3g "
+                                  "(tol 2e-2), worst |row sum - 1| %.3g (tol 1e-3)",
+                                  g.heads, g.kv_heads, g.head_dim, err, worst_sum));
+  }
+  // ScatterRows (Elastic-Cache's hidden-state slabs): rows 2..4 of x into rows {7, 0, 3} of
+  // a filled destination; bf16 moves are exact.
+  DLLM_RETURN_IF_ERROR(CompareOp(
+      be, report, "scatter_rows", 0.0, [&](Backend* b) -> absl::StatusOr<std::vector<float>> {
+        const int cols = 40;
+        DLLM_ASSIGN_OR_RETURN(
+            x, Activation(b, RandomBf16Values(int64_t{6} * cols, 1.0f, 43), 6, cols));
+        DLLM_ASSIGN_OR_RETURN(
+            d, Activation(b, RandomBf16Values(int64_t{8} * cols, 1.0f, 44), 8, cols));
+        DLLM_ASSIGN_OR_RETURN(idx, Ints(b, {7, 0, 3}));
+        DLLM_RETURN_IF_ERROR(b->ScatterRows(*x, 2, cols, *idx, 3, d.get()));
+        return Download(b, *d, int64_t{8} * cols);
+      }));
+  return absl::OkStatus();
+}
+
 absl::Status LogitsStatsTests(Backends& be, Report* report) {
   for (int vocab : {32000, 1001}) {
     const int rows = 48;
     std::vector<float> logits = RandomBf16Values(int64_t{rows} * vocab, 4.0f, 30);
     // A few rows with exact ties at the top and a one-hot-like row.
-    for (int i = 0; i < 5; ++i) logits[static_cast<size_t>(vocab) + 100 + 7 * i] = 9.0f;
+    for (int i = 0; i < 5; ++i)
+      logits[static_cast<size_t>(vocab) + 100 + static_cast<size_t>(7) * i] = 9.0f;
     logits[2 * static_cast<size_t>(vocab) + 3] = 60.0f;
     std::vector<LogitsRowRequest> requests(rows);
     for (int r = 0; r < rows; ++r) {
@@ -515,6 +587,72 @@ absl::Status CudaExactnessTests(Backends& be, Report* report) {
   return absl::OkStatus();
 }
 
+// The forward's attention maps (d2cache, elastic) CUDA vs CPU on a random model, and on CUDA
+// alone Elastic-Cache's restart from stored hidden states reproducing the full step bit for
+// bit (ScatterRows/GatherRows of the hidden-state slab).
+absl::Status CachePolicyForwardTests(Backends& be, Report* report) {
+  const ModelConfig config = RandomModelConfig(ModelFamily::kDream, 512, 3, 8, 2, 1024, 4096, 512);
+  std::unique_ptr<RandomModel> rm = MakeRandomModel(config, 79);
+  for (std::vector<float>& tensor : rm->storage) {
+    for (float& x : tensor) x = RoundToBf16(x);
+  }
+  DLLM_ASSIGN_OR_RETURN(mc, MakeModel(config, rm->weights, be.cpu.get()));
+  DLLM_ASSIGN_OR_RETURN(mg, MakeModel(config, rm->weights, be.cuda.get()));
+  const int n = 120;
+  const std::vector<int32_t> tokens = RandomTokens(n, config.vocab_size, 9);
+  const std::vector<int32_t> predict = {3, 50, 119};
+  AttentionMaps maps[2];
+  std::unique_ptr<KvSlab> gpu_slab;
+  StepResult gpu_full;
+  for (int which = 0; which < 2; ++which) {
+    Model& m = which == 0 ? mc : mg;
+    DLLM_ASSIGN_OR_RETURN(slab, m.pool->Allocate(n, /*hidden_states=*/true));
+    SequenceStep s;
+    s.kv = slab.get();
+    s.tokens = tokens;
+    for (int p = 0; p < n; ++p) s.query_positions.push_back(p);
+    s.predict_positions = predict;
+    s.attention_maps = &maps[which];
+    s.store_hidden_states = true;
+    StepResult r;
+    DLLM_RETURN_IF_ERROR(m.transformer->Forward(StepBatch{{s}}, &r));
+    if (which == 1) {
+      gpu_slab = std::move(slab);
+      gpu_full = std::move(r);
+    }
+  }
+  report->Check(maps[1].layers == config.num_layers && maps[1].rows == n &&
+                    maps[1].positions == n && maps[1].seconds > 0,
+                absl::StrFormat("cuda attention maps: %d layers x %d rows x %d positions, %.3g s",
+                                maps[1].layers, maps[1].rows, maps[1].positions, maps[1].seconds));
+  const double err = RelErr(maps[1].probs, maps[0].probs);
+  report->Check(err <= 3e-2,
+                absl::StrFormat("attention maps of a full step: cuda vs cpu rel err %.3g "
+                                "(tol 3e-2)",
+                                err));
+  // Restart at layer 1 and 2 from the stored hidden states: the same rows, the same logits.
+  bool same = true;
+  for (int first = 1; first < config.num_layers; ++first) {
+    SequenceStep again;
+    again.kv = gpu_slab.get();
+    again.tokens = tokens;
+    for (int p = 0; p < n; ++p) again.query_positions.push_back(p);
+    again.predict_positions = predict;
+    again.first_layer = first;
+    StepResult r;
+    DLLM_RETURN_IF_ERROR(mg.transformer->Forward(StepBatch{{again}}, &r));
+    for (size_t j = 0; j < predict.size(); ++j) {
+      same = same && r[0][j].argmax_token == gpu_full[0][j].argmax_token &&
+             r[0][j].entropy_nats == gpu_full[0][j].entropy_nats &&
+             r[0][j].argmax_prob == gpu_full[0][j].argmax_prob;
+    }
+  }
+  report->Check(same,
+                "cuda: a forward restarted at a later layer from stored hidden states "
+                "reproduces the full step bit for bit");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> ReadF32(const std::string& path, size_t n) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path));
@@ -650,6 +788,7 @@ int Main(int argc, char** argv) {
   Agreement agree;
   report.Status(OpTests(be, &report), "op tests ran");
   report.Status(AttentionTests(be, &report), "attention tests ran");
+  report.Status(AttentionProbabilitiesTests(be, &report), "attention probabilities tests ran");
   report.Status(LogitsStatsTests(be, &report), "logits stats tests ran");
   if (FlagValue(argc, argv, "ops_only", "") == "1") {
     // Small kernel-level run (e.g. under compute-sanitizer).
@@ -659,6 +798,7 @@ int Main(int argc, char** argv) {
   }
   report.Status(RandomModelTests(be, &report), "random model tests ran");
   report.Status(CudaExactnessTests(be, &report), "cuda exactness tests ran");
+  report.Status(CachePolicyForwardTests(be, &report), "cache policy forward tests ran");
   report.Status(FixtureTests(be, data_dir, &report, &agree), "fixture tests ran");
   report.Status(TinyModelTests(be, models_dir, &report, &agree), "tiny model tests ran");
   const double agreement = agree.rows > 0 ? static_cast<double>(agree.same) / agree.rows : 1.0;

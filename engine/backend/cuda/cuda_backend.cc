@@ -153,7 +153,7 @@ absl::Status NeedBytes(const CudaBuffer* b, int64_t bytes, const char* what) {
 #define DLLM_ASSIGN_CUDA_BUFFER(var, ptr, what)                     \
   absl::StatusOr<const CudaBuffer*> var##_or = AsCuda((ptr), what); \
   if (!var##_or.ok()) return var##_or.status();                     \
-  const CudaBuffer* var = *var##_or
+  const CudaBuffer* var = *var##_or  // NOLINT(bugprone-macro-parentheses): a declarator
 
 // ---- Staging ring ----------------------------------------------------------------------------
 
@@ -511,6 +511,54 @@ class CudaBackendImpl : public CudaBackend {
     return absl::OkStatus();
   }
 
+  bool computes_attention_probabilities() const override { return true; }
+
+  absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& seq,
+                                      const AttentionShape& shape, std::span<float> out) override {
+    DLLM_ASSIGN_CUDA_BUFFER(qb, &q, "AttentionProbabilities q");
+    DLLM_RETURN_IF_ERROR(CheckShape(shape, "AttentionProbabilities"));
+    if (!cuda::AttentionProbsSupportsHeadDim(shape.head_dim)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AttentionProbabilities: head_dim ", shape.head_dim, " is not supported"));
+    }
+    std::vector<cuda::SeqDesc> seqs;
+    int max_rows = 0;
+    int rows_end = 0;
+    DLLM_RETURN_IF_ERROR(BuildSeqs(std::span<const AttentionSequence>(&seq, 1), shape,
+                                   "AttentionProbabilities", &seqs, &max_rows, &rows_end));
+    const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
+    DLLM_RETURN_IF_ERROR(
+        NeedBytes(qb, int64_t{rows_end} * q_width * kBf16Bytes, "AttentionProbabilities q"));
+    const int64_t values = int64_t{seq.rows} * seq.kv_positions;
+    if (static_cast<int64_t>(out.size()) != values) {
+      return absl::InvalidArgumentError(absl::StrCat("AttentionProbabilities: out holds ",
+                                                     out.size(), " values, expected ", values));
+    }
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (values == 0) return absl::OkStatus();
+    DLLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    // One staging slot holds the output and the kernel's score scratch, so that no second
+    // reservation can move the first (a ring that grows reallocates).
+    const int64_t bytes = 2 * values * static_cast<int64_t>(sizeof(float));
+    char *host = nullptr, *dev = nullptr;
+    DLLM_RETURN_IF_ERROR(staging_->Reserve(bytes, stream_, &host, &dev));
+    float* dev_out = reinterpret_cast<float*>(dev);
+    cuda::AttnParams params;
+    params.num_heads = shape.num_heads;
+    params.num_kv_heads = shape.num_kv_heads;
+    params.head_dim = shape.head_dim;
+    params.layer = shape.layer;
+    params.scale = shape.scale;
+    DLLM_CUDA_RETURN_IF_ERROR(cuda::LaunchAttentionProbs(qb->bf16(), seqs[0], params,
+                                                         dev_out + values, dev_out, stream_));
+    DLLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, dev_out,
+                                              static_cast<size_t>(values) * sizeof(float),
+                                              cudaMemcpyDeviceToHost, stream_));
+    DLLM_RETURN_IF_ERROR(SyncInternal());
+    std::memcpy(out.data(), host, static_cast<size_t>(values) * sizeof(float));
+    return absl::OkStatus();
+  }
+
   absl::Status SwiGlu(const DeviceBuffer& gate, const DeviceBuffer& up, int64_t elements,
                       DeviceBuffer* out) override {
     DLLM_ASSIGN_CUDA_BUFFER(g, &gate, "SwiGlu gate");
@@ -548,6 +596,28 @@ class CudaBackendImpl : public CudaBackend {
     DLLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     DLLM_CUDA_RETURN_IF_ERROR(
         cuda::LaunchGatherRows(s->bf16(), src_rows, cols, idx->i32(), rows, d->bf16(), stream_));
+    return absl::OkStatus();
+  }
+
+  // Indices live on the device, so one outside dst is skipped by the kernel rather than
+  // reported (the CPU backend reports it); the engine builds them from validated positions.
+  absl::Status ScatterRows(const DeviceBuffer& src, int src_row_begin, int cols,
+                           const DeviceBuffer& row_indices, int rows, DeviceBuffer* dst) override {
+    DLLM_ASSIGN_CUDA_BUFFER(s, &src, "ScatterRows src");
+    DLLM_ASSIGN_CUDA_BUFFER(idx, &row_indices, "ScatterRows row_indices");
+    DLLM_ASSIGN_CUDA_BUFFER(d, dst, "ScatterRows dst");
+    if (cols <= 0 || rows < 0 || src_row_begin < 0) {
+      return absl::InvalidArgumentError("ScatterRows: bad shape");
+    }
+    if (s == d) return absl::InvalidArgumentError("ScatterRows: dst must not alias src");
+    DLLM_RETURN_IF_ERROR(NeedBytes(idx, int64_t{rows} * 4, "ScatterRows row_indices"));
+    DLLM_RETURN_IF_ERROR(
+        NeedBytes(s, (int64_t{src_row_begin} + rows) * cols * kBf16Bytes, "ScatterRows src"));
+    const int64_t dst_rows = d->bytes() / (int64_t{cols} * kBf16Bytes);
+    DLLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    DLLM_CUDA_RETURN_IF_ERROR(cuda::LaunchScatterRows(s->bf16() + int64_t{src_row_begin} * cols,
+                                                      cols, idx->i32(), rows, dst_rows, d->bf16(),
+                                                      stream_));
     return absl::OkStatus();
   }
 

@@ -17,7 +17,7 @@
 // be reused immediately: its next user's zero-fill is queued after every earlier reader.
 // Small per-call metadata (sequence tables, sampling requests, uploads) goes through a pinned
 // staging ring whose slots are recycled at the synchronization points (LogitsStats,
-// DownloadFloats, Synchronize).
+// DownloadFloats, AttentionProbabilities, Synchronize).
 //
 // Thread-safety: not thread-safe (one worker owns it). Ops select the backend's device
 // first, so the owning thread may differ from the creating one.
@@ -55,8 +55,6 @@ class CudaBackend : public Backend {
   virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> RandomWeights(int64_t elements,
                                                                       uint64_t seed, float scale,
                                                                       float offset) = 0;
-  // Waits for all issued work.
-  virtual absl::Status Synchronize() = 0;
   // Makes sure at least `bytes` of arena are reserved (one cudaMalloc for the difference).
   virtual absl::Status ReserveArena(int64_t bytes) = 0;
   virtual int64_t arena_reserved_bytes() const = 0;

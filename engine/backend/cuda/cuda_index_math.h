@@ -103,7 +103,8 @@ inline constexpr int kRadixLevels = 4;
 inline constexpr double kMassScale = 1099511627776.0;  // 2^40
 DLLM_HD inline uint64_t MassToFixed(float p) {
   if (!(p > 0.0f)) return 0;
-  return static_cast<uint64_t>(static_cast<double>(p) * kMassScale + 0.5);
+  // p > 0 here, so adding 0.5 and truncating rounds to nearest (and works in device code).
+  return static_cast<uint64_t>(static_cast<double>(p) * kMassScale + 0.5);  // NOLINT
 }
 
 // ---- Top-p: how many leading tokens (in (value desc, id asc) order) have an inclusive

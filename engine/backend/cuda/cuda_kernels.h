@@ -74,6 +74,10 @@ cudaError_t InitKernelAttributes();
 cudaError_t LaunchGatherRows(const uint16_t* src, int64_t src_rows, int cols,
                              const int32_t* row_indices, int rows, uint16_t* dst,
                              cudaStream_t stream);
+// dst[row_indices[r]] = src[r] for r < rows (rows `cols` wide); indices outside
+// [0, dst_rows) are skipped.
+cudaError_t LaunchScatterRows(const uint16_t* src, int cols, const int32_t* row_indices, int rows,
+                              int64_t dst_rows, uint16_t* dst, cudaStream_t stream);
 cudaError_t LaunchRmsNorm(const uint16_t* x, int rows, int cols, const uint16_t* weight, float eps,
                           uint16_t* out, cudaStream_t stream);
 cudaError_t LaunchRope(uint16_t* x, int rows, int heads, int head_dim, const int32_t* positions,
@@ -84,6 +88,12 @@ cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t*
 cudaError_t LaunchAttention(const uint16_t* q, const SeqDesc* seqs, const AttnTile* tiles,
                             int num_tiles, const AttnParams& params, uint16_t* out,
                             cudaStream_t stream);
+// Head-averaged attention probabilities of seq's rows (Backend::AttentionProbabilities):
+// out[r * kv_positions + n], fp32 on the device, for r < seq.rows; `scratch` holds as many
+// floats (the per-head scores). Overwrites out; needs AttentionProbsSupportsHeadDim.
+bool AttentionProbsSupportsHeadDim(int head_dim);
+cudaError_t LaunchAttentionProbs(const uint16_t* q, const SeqDesc& seq, const AttnParams& params,
+                                 float* scratch, float* out, cudaStream_t stream);
 cudaError_t LaunchSwiGlu(const uint16_t* gate, const uint16_t* up, int64_t elements, uint16_t* out,
                          cudaStream_t stream);
 cudaError_t LaunchAdd(const uint16_t* x, int64_t elements, uint16_t* y, cudaStream_t stream);

@@ -47,6 +47,27 @@ __global__ void GatherRowsKernel(const uint16_t* __restrict__ src, int64_t src_r
   }
 }
 
+// dst[idx[r]] = src[r]; one block per row (src already offset to its first row). Indices
+// outside [0, dst_rows) write nothing (the host cannot see device-resident indices to reject
+// them; callers build them from positions they validated).
+__global__ void ScatterRowsKernel(const uint16_t* __restrict__ src, int cols,
+                                  const int32_t* __restrict__ idx, int64_t dst_rows,
+                                  uint16_t* __restrict__ dst) {
+  const int r = blockIdx.x;
+  const int32_t d = idx[r];
+  if (d < 0 || d >= dst_rows) return;
+  const uint16_t* in = src + static_cast<int64_t>(r) * cols;
+  uint16_t* out = dst + static_cast<int64_t>(d) * cols;
+  if (cuda_index::RowsVectorizable(cols)) {
+    const int vecs = cols / 8;
+    for (int i = threadIdx.x; i < vecs; i += blockDim.x) {
+      reinterpret_cast<uint4*>(out)[i] = reinterpret_cast<const uint4*>(in)[i];
+    }
+  } else {
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) out[i] = in[i];
+  }
+}
+
 // ---- RMSNorm ------------------------------------------------------------------------------
 
 // One block per row. Pass 1: each thread sums the squares of its elements (strided, in index
@@ -235,6 +256,13 @@ cudaError_t LaunchGatherRows(const uint16_t* src, int64_t src_rows, int cols,
                              cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   GatherRowsKernel<<<rows, 128, 0, stream>>>(src, src_rows, cols, row_indices, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatterRows(const uint16_t* src, int cols, const int32_t* row_indices, int rows,
+                              int64_t dst_rows, uint16_t* dst, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  ScatterRowsKernel<<<rows, 128, 0, stream>>>(src, cols, row_indices, dst_rows, dst);
   return cudaGetLastError();
 }
 
