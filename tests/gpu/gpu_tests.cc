@@ -205,21 +205,30 @@ absl::Status OpTests(Backends& be, Report* report) {
 
 // KV scatter + attention: two sequences with multi-tile and partial-tile key ranges, a full
 // scatter followed by a partial step (a subset of rows rewritten and attending over all).
+struct AttentionGeometry {
+  int heads, kv_heads, head_dim;
+};
+
+// The shapes the attention tests cover: grouped and plain heads, head_dim 128/64/16.
+constexpr AttentionGeometry kAttentionGeometries[] = {{8, 2, 128}, {4, 4, 64}, {4, 2, 16}};
+
+AttentionShape MakeAttentionShape(const AttentionGeometry& g, int layers, int layer) {
+  AttentionShape shape;
+  shape.num_heads = g.heads;
+  shape.num_kv_heads = g.kv_heads;
+  shape.head_dim = g.head_dim;
+  shape.num_layers = layers;
+  shape.layer = layer;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  return shape;
+}
+
 absl::Status AttentionTests(Backends& be, Report* report) {
-  struct Geometry {
-    int heads, kv_heads, head_dim;
-  };
-  for (const Geometry& g : {Geometry{8, 2, 128}, Geometry{4, 4, 64}, Geometry{4, 2, 16}}) {
+  for (const AttentionGeometry& g : kAttentionGeometries) {
     const int layers = 2, layer = 1;
     const int cap_a = 300, cap_b = 100, kv_b = 77;
     const int qw = g.heads * g.head_dim, kvw = g.kv_heads * g.head_dim;
-    AttentionShape shape;
-    shape.num_heads = g.heads;
-    shape.num_kv_heads = g.kv_heads;
-    shape.head_dim = g.head_dim;
-    shape.num_layers = layers;
-    shape.layer = layer;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+    const AttentionShape shape = MakeAttentionShape(g, layers, layer);
     const std::string name =
         absl::StrCat("attention h=", g.heads, " kv=", g.kv_heads, " d=", g.head_dim);
     DLLM_RETURN_IF_ERROR(
@@ -278,19 +287,10 @@ absl::Status AttentionTests(Backends& be, Report* report) {
 // sequence, a partial step's query rows over a multi-tile key range, CUDA vs CPU; and every
 // CUDA row sums to 1.
 absl::Status AttentionProbabilitiesTests(Backends& be, Report* report) {
-  struct Geometry {
-    int heads, kv_heads, head_dim;
-  };
-  for (const Geometry& g : {Geometry{8, 2, 128}, Geometry{4, 4, 64}, Geometry{4, 2, 16}}) {
+  for (const AttentionGeometry& g : kAttentionGeometries) {
     const int layers = 2, layer = 1, cap = 300, kv_positions = 261, rows = 37;
     const int qw = g.heads * g.head_dim, kvw = g.kv_heads * g.head_dim;
-    AttentionShape shape;
-    shape.num_heads = g.heads;
-    shape.num_kv_heads = g.kv_heads;
-    shape.head_dim = g.head_dim;
-    shape.num_layers = layers;
-    shape.layer = layer;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+    const AttentionShape shape = MakeAttentionShape(g, layers, layer);
     std::vector<float> probs[2];
     for (int which = 0; which < 2; ++which) {
       Backend* b = which == 0 ? be.cpu.get() : be.cuda.get();

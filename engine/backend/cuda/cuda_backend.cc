@@ -32,6 +32,17 @@ static_assert(offsetof(DeviceRowStats, argmax_prob) == offsetof(RowStats, argmax
 
 constexpr int kBf16Bytes = 2;
 
+// The kernels' view of an attention shape (num_layers is the slab's, not the kernels').
+cuda::AttnParams ToAttnParams(const AttentionShape& shape) {
+  cuda::AttnParams params;
+  params.num_heads = shape.num_heads;
+  params.num_kv_heads = shape.num_kv_heads;
+  params.head_dim = shape.head_dim;
+  params.layer = shape.layer;
+  params.scale = shape.scale;
+  return params;
+}
+
 // ---- Device arena ---------------------------------------------------------------------------
 
 // Chunks of device memory with a free list each. Internally locked: a buffer may be released
@@ -498,12 +509,7 @@ class CudaBackendImpl : public CudaBackend {
     absl::StatusOr<void*> dev_tiles = staging_->Stage(
         tiles.data(), static_cast<int64_t>(tiles.size() * sizeof(cuda::AttnTile)), stream_);
     if (!dev_tiles.ok()) return dev_tiles.status();
-    cuda::AttnParams params;
-    params.num_heads = shape.num_heads;
-    params.num_kv_heads = shape.num_kv_heads;
-    params.head_dim = shape.head_dim;
-    params.layer = shape.layer;
-    params.scale = shape.scale;
+    const cuda::AttnParams params = ToAttnParams(shape);
     DLLM_CUDA_RETURN_IF_ERROR(
         cuda::LaunchAttention(qb->bf16(), static_cast<const cuda::SeqDesc*>(*dev_seqs),
                               static_cast<const cuda::AttnTile*>(*dev_tiles),
@@ -543,12 +549,7 @@ class CudaBackendImpl : public CudaBackend {
     char *host = nullptr, *dev = nullptr;
     DLLM_RETURN_IF_ERROR(staging_->Reserve(bytes, stream_, &host, &dev));
     float* dev_out = reinterpret_cast<float*>(dev);
-    cuda::AttnParams params;
-    params.num_heads = shape.num_heads;
-    params.num_kv_heads = shape.num_kv_heads;
-    params.head_dim = shape.head_dim;
-    params.layer = shape.layer;
-    params.scale = shape.scale;
+    const cuda::AttnParams params = ToAttnParams(shape);
     DLLM_CUDA_RETURN_IF_ERROR(cuda::LaunchAttentionProbs(qb->bf16(), seqs[0], params,
                                                          dev_out + values, dev_out, stream_));
     DLLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, dev_out,
