@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -193,6 +195,19 @@ void Worker::Loop() {
 }
 
 void Worker::RunStep() {
+  absl::Status failed;
+  try {
+    RunStepUnchecked();
+    return;
+  } catch (const std::bad_alloc&) {
+    failed = absl::ResourceExhaustedError("out of host memory during a decoding step");
+  } catch (const std::exception& e) {
+    failed = absl::InternalError(absl::StrCat("a decoding step failed: ", e.what()));
+  }
+  for (auto& seq : active_) seq->Finish(failed, FinishReason::kError, options_.observer);
+}
+
+void Worker::RunStepUnchecked() {
   const auto start = std::chrono::steady_clock::now();
   EngineObserver::StepInfo info;
   StepBatch batch;

@@ -66,7 +66,11 @@ class Worker {
 
  private:
   void Loop();
+  // One decoding step of every active sequence. An exception escaping the step (an allocation
+  // failing in the host forward under a memory limit) fails the active sequences with a
+  // status, so their callers get a final event and the worker keeps serving.
   void RunStep();
+  void RunStepUnchecked();
   void RetireDone();
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;

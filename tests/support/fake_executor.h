@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,6 +109,10 @@ class FakeExecutor final : public StepExecutor {
       fail_next_ = false;
       return absl::InternalError("scripted forward failure");
     }
+    if (throw_bad_alloc_next_) {
+      throw_bad_alloc_next_ = false;
+      throw std::bad_alloc();  // as a host forward's scratch allocation under a memory limit
+    }
     result->assign(batch.sequences.size(), {});
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
       const SequenceStep& s = batch.sequences[i];
@@ -152,6 +157,7 @@ class FakeExecutor final : public StepExecutor {
   std::atomic<int> steps_{0};
   std::atomic<int64_t> rows_{0};
   std::atomic<bool> fail_next_{false};
+  std::atomic<bool> throw_bad_alloc_next_{false};
 
  private:
   int64_t budget_bytes_;

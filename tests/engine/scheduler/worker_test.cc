@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "engine/engine_impl.h"
 #include "tests/engine/decoding/entropy_cache_params.h"
@@ -418,6 +419,18 @@ TEST_CASE("A forward failure ends the batch with an error", "[scheduler][error]"
   h.fake->fail_next_ = true;
   const FinalEvent final = RunOne(*h.engine, Request(DecodingParams{}));
   CHECK(absl::IsInternal(final.status));
+  CHECK(final.reason == FinishReason::kError);
+  CHECK(h.fake->KvUsedBytes() == 0);
+  CHECK(RunOne(*h.engine, Request(DecodingParams{})).status.ok());
+}
+
+TEST_CASE("An allocation failure in the forward ends the batch, not the process",
+          "[scheduler][error]") {
+  Harness h;
+  h.fake->throw_bad_alloc_next_ = true;
+  const FinalEvent final = RunOne(*h.engine, Request(DecodingParams{}));
+  CHECK(absl::IsResourceExhausted(final.status));
+  CHECK(absl::StrContains(final.status.message(), "out of host memory"));
   CHECK(final.reason == FinishReason::kError);
   CHECK(h.fake->KvUsedBytes() == 0);
   CHECK(RunOne(*h.engine, Request(DecodingParams{})).status.ok());
