@@ -18,7 +18,7 @@
 # (2026-12-03, docs/longform-history.md):
 #   COSINE_FROM=64244 MAX_STEPS=67500 LR=3e-4 MIX=add=3,sub=3,reverse=1,copy=1,swap=1 \
 #     tools/train/train_cot.sh llada-cot
-# and dream-cot's (started 2026-12-04 from its shipped step 36,959):
+# and dream-cot's (2026-12-04, from its shipped step 36,959; shipped at step 38,988):
 #   COSINE_FROM=36959 MAX_STEPS=40200 LR=3e-4 MIX=add=3,sub=3,reverse=1,copy=1,swap=1 \
 #     tools/train/train_cot.sh dream-cot
 set -euo pipefail
