@@ -742,6 +742,10 @@ nlohmann::json RowJson(const ModelInfo& info, const Setting& setting, const Resu
   j["decision_cost"] = {{"policy_s", Round(r.decision_s, 5)},
                         {"entropy_term_s", Round(entropy_s, 5)},
                         {"predicted_rows", r.predicted_rows}};
+  // The rate behind entropy_term_s, on the rows it is charged to: a reader (and the smoke test)
+  // can check the charge without the machine that measured it.
+  if (setting.cache.policy == CachePolicyKind::kEntropy)
+    j["decision_cost"]["entropy_ns_per_row"] = Round(entropy_cost.entropy_ns, 1);
   j["steps"] = Round(r.steps, 2);
   j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
   j["dynamics"] = DynamicsJson(r, r.total_steps);

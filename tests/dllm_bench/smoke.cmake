@@ -62,6 +62,23 @@ endif()
 if(NOT EXISTS ${OUT}.csv)
   message(FATAL_ERROR "no sweep CSV")
 endif()
+# EntropyCache's rows (block, window and the 6 sweep rows) charge the entropy term of the row
+# statistics to its decision, at a measured rate that is never 0 (it once read 0 ns: the fused
+# difference it was then taken from hid under code placement; bench/entropy_cost.h), over rows
+# the engine did predict. Rows of other policies carry no charge.
+string(REGEX MATCHALL "\"decision_cost\":{\"entropy_ns_per_row\":([1-9][0-9.]*|0\\.[0-9]*[1-9][0-9]*),\"entropy_term_s\":[0-9.e-]+,\"policy_s\":[0-9.e-]+,\"predicted_rows\":[1-9][0-9]*}[^\n]*\"policy\":\"entropy\"" charged "${out}")
+list(LENGTH charged ncharged)
+if(NOT ncharged EQUAL 8)
+  message(FATAL_ERROR "expected the entropy term charged on the 8 entropy rows, got ${ncharged}:\n${out}")
+endif()
+string(REGEX MATCHALL "\"entropy_ns_per_row\"" rates "${out}")
+list(LENGTH rates nrates)
+string(REGEX MATCHALL "\"entropy_term_s\":0\\.0,[^\n]*\"policy\":\"(none|dual|interval)\"" uncharged "${out}")
+list(LENGTH uncharged nuncharged)
+# none x 2 (block, window) + vanilla baseline, dual (block), interval x 2
+if(NOT nrates EQUAL 8 OR NOT nuncharged EQUAL 6)
+  message(FATAL_ERROR "only entropy rows may carry the entropy charge (${nrates} rates, ${nuncharged} uncharged rows):\n${out}")
+endif()
 # The plot draws one line per decoding: CSV data rows 0-2 (block) and 3-5 (window).
 file(READ ${OUT}.gp gp)
 if(NOT gp MATCHES "every ::0::2 using 9:4 with linespoints title 'block:block_length=4'"
