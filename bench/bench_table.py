@@ -21,8 +21,8 @@ d2Cache 9.2%, Elastic-Cache 14.5%) beside ours.
 `--layout shadow` prints the shadow checks of a `--shadow` run (scripts/bench-autotune): the
 autotuner's budget (the "autotune" field scripts/bench-autotune adds; "fixed" for none), the
 setting, accuracy, tokens/s, speed-up against `none`, full-step ratio, shadow samples, the
-decision-mismatch rate, mean KL(full || partial), the autotuner's final tau scale and the
-shadow's share of the time.
+decision- and token-mismatch rates (the autotuner steers by the second), mean
+KL(full || partial), the autotuner's final tau scale and the shadow's share of the time.
 
 `--compare A.jsonl B.jsonl ...` prints the README's side-by-side table of several models'
 runs (scripts/bench-long): one line per block-decoding setting (and the baseline) in the
@@ -159,7 +159,8 @@ SHADOW_COLUMNS = [
     ("speed-up vs none", lambda r: f"{r.get('speedup_vs_none', 1.0):.2f}"),
     ("full-step ratio", lambda r: f"{r['full_step_ratio']:.2f}"),
     ("shadow samples", shadow("samples", "{}")),
-    ("mismatch rate", shadow("mismatch_rate", "{:.3f}")),
+    ("decision mismatch rate", shadow("mismatch_rate", "{:.3f}")),
+    ("token mismatch rate", shadow("token_mismatch_rate", "{:.3f}")),
     ("mean KL", shadow("mean_kl", "{:.4f}")),
     ("final tau scale", shadow("tau_scale", "{:.3f}")),
     ("shadow time share", shadow("time_fraction", "{:.3f}")),

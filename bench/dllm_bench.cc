@@ -54,22 +54,24 @@
 // --sweep tau=a:b:n (or tau=t1,t2,... for an explicit list) additionally runs the entropy
 // policy at n thresholds from a to b (k from the first entropy --policy, else 32) and writes
 // PREFIX.csv and, through gnuplot, PREFIX.png (accuracy against speedup). With --shadow the
-// CSV also carries each threshold's mismatch rate, mean KL and mean K/V drift per region.
+// CSV also carries each threshold's decision-mismatch rate, mean KL, mean K/V drift per region
+// and token-mismatch rate.
 //
 // --shadow RATE checks that fraction of every setting's partial steps against a shadow full
 // forward (cache.shadow_sample_rate per request) and adds a "shadow" object per setting:
-// samples, mean KL(full || partial), mismatch rate, mean max committed-probability change,
+// samples, mean KL(full || partial), decision- and token-mismatch rates (ShadowSample),
+// mean max committed-probability change,
 // mean K/V drift per region, the shadow time and time_fraction (shadow time / the rest of
 // the setting's wall time: the throughput it cost). --shadow-budget F caps that fraction
 // (the engine's shadow.max_time_fraction; default: no cap, the server's default is 0.02):
 // drawn shadows are skipped while earlier ones used up the budget. The engine skips shadows while
 // requests queue, so with --shadow the bench keeps at most --batch requests in flight (it submits
 // the next as the oldest finishes) for every setting alike. --shadow-out writes one CSV line per
-// sample (setting, request, step, E, KL, mismatch, drifts) for offline analysis
+// sample (setting, request, step, E, KL, both mismatches, drifts) for offline analysis
 // (docs/entropy-drift.md).
 //
 // --autotune BUDGET[:WINDOW] turns on the engine's tau autotuner (cache.autotune: scale every
-// EntropyCache tau to keep the shadow decision-mismatch rate under BUDGET, adjusting every
+// EntropyCache tau to keep the shadow token-mismatch rate under BUDGET, adjusting every
 // WINDOW samples, default 20) with --shadow as the engine's sample rate. The controller is
 // the engine's, so it carries its scale from one setting to the next; each row's "shadow"
 // object reports the scale after its last sample (tau_scale).
@@ -571,13 +573,14 @@ nlohmann::json ShadowJson(const std::vector<ShadowSample>& samples, double rate,
   j["rate"] = Round(rate, 6);
   j["samples"] = samples.size();
   double kl = 0, kl_max = 0, change = 0, seconds = 0;
-  int mismatches = 0, with_commits = 0;
+  int mismatches = 0, token_mismatches = 0, with_commits = 0;
   double drift[kShadowRegions] = {};
   int drift_n[kShadowRegions] = {};
   for (const auto& s : samples) {
     kl += s.kl_mean;
     kl_max = std::max(kl_max, s.kl_max);
     mismatches += s.decision_mismatch ? 1 : 0;
+    token_mismatches += s.token_mismatch ? 1 : 0;
     if (s.committed > 0) {
       change += s.max_prob_change;
       ++with_commits;
@@ -593,6 +596,7 @@ nlohmann::json ShadowJson(const std::vector<ShadowSample>& samples, double rate,
   j["mean_kl"] = n ? Round(kl / n, 6) : 0.0;
   j["max_kl"] = Round(kl_max, 6);
   j["mismatch_rate"] = n ? Round(mismatches / n, 4) : 0.0;
+  j["token_mismatch_rate"] = n ? Round(token_mismatches / n, 4) : 0.0;
   j["mean_max_prob_change"] = with_commits ? Round(change / with_commits, 5) : 0.0;
   nlohmann::json d = nlohmann::json::object();
   for (int r = 0; r < kShadowRegions; ++r) {
@@ -853,7 +857,7 @@ int Main(int argc, char** argv) {
     shadow_csv.open(o.shadow_out);
     if (!shadow_csv) Die("cannot write " + o.shadow_out);
     shadow_csv << "decoding,policy,tau,k,request,step,entropy,kl_mean,kl_max,mismatch,"
-                  "max_prob_change,committed";
+                  "max_prob_change,committed,token_mismatch";
     for (int r = 0; r < kShadowRegions; ++r) {
       shadow_csv << ",drift_" << ShadowRegionName(r);
       for (int g = 0; g < kShadowLayerGroups; ++g)
@@ -924,7 +928,7 @@ int Main(int argc, char** argv) {
     csv << "decoding,tau,k,accuracy,tokens_per_s,speedup_vs_none,full_step_ratio,rows_per_step,"
            "speedup_vs_baseline,shadow_samples,mismatch_rate,mean_kl";
     for (int r = 0; r < kShadowRegions; ++r) csv << ",drift_" << ShadowRegionName(r);
-    csv << "\n";
+    csv << ",token_mismatch_rate\n";
   }
   // The sweep CSV's data rows of each decoding (0-based, contiguous): one plotted series each.
   struct SweepSeries {
@@ -999,7 +1003,7 @@ int Main(int argc, char** argv) {
                      << setting.cache.entropy_threshold << "," << setting.cache.recent_k << ","
                      << s.request_id << "," << s.step << "," << s.entropy << "," << s.kl_mean << ","
                      << s.kl_max << "," << (s.decision_mismatch ? 1 : 0) << "," << s.max_prob_change
-                     << "," << s.committed;
+                     << "," << s.committed << "," << (s.token_mismatch ? 1 : 0);
           for (int reg = 0; reg < kShadowRegions; ++reg) {
             shadow_csv << "," << cell(s.drift[reg]);
             for (int g = 0; g < kShadowLayerGroups; ++g)
@@ -1031,6 +1035,7 @@ int Main(int argc, char** argv) {
           if (!q.is_null() && q["mean_kv_drift"].contains(name))
             csv << q["mean_kv_drift"][name].get<double>();
         }
+        csv << "," << (q.is_null() ? "" : absl::StrCat(q["token_mismatch_rate"].get<double>()));
         csv << "\n";
       }
     }

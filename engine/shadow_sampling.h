@@ -28,11 +28,11 @@ namespace dllm {
 // ---------------------------------------------------------------- options
 
 // EntropyCache τ autotuning (engine/scheduler/shadow/tau_controller.h): keeps the shadow
-// steps' decision-mismatch rate under a budget by scaling every request's τ. Needs shadow
-// samples (ShadowOptions::sample_rate > 0).
+// steps' token-mismatch rate (ShadowSample::token_mismatch) under a budget by scaling every
+// request's τ. Needs shadow samples (ShadowOptions::sample_rate > 0).
 struct TauAutotuneOptions {
   bool enabled = false;
-  double mismatch_budget = 0.05;  // ceiling of the decision-mismatch rate, in (0, 1)
+  double mismatch_budget = 0.05;  // ceiling of the token-mismatch rate, in (0, 1)
   int window_samples = 50;        // shadow samples per adjustment
   double step_factor = 1.25;      // the scale moves by this factor per adjustment, > 1
   double min_scale = 1.0 / 64;    // 0 < min_scale <= 1 <= max_scale
@@ -101,6 +101,13 @@ struct ShadowSample {
   double kl_max = 0;
   // Whether the tokens (positions and ids) the step commits would differ had it been full.
   bool decision_mismatch = false;
+  // Whether some token the step commits is not the token the full step's rows propose at its
+  // position (RowStats::token): the text would differ, not only which positions land in this
+  // step. Under threshold decoding a partial step that moves a probability from 0.91 to 0.89
+  // is a decision mismatch (the token lands a step later) but not a token mismatch. On the
+  // cot models 18-26% of partial steps are decision mismatches at every tau from 0.17 to 1
+  // (docs/benchmarks.md), a floor no tau moves, so the tau autotuner steers by this one.
+  bool token_mismatch = false;
   int committed = 0;  // tokens the (partial) step commits
   // max over committed tokens of |p_partial(token) - p_full(token)| at its position.
   double max_prob_change = 0;

@@ -85,7 +85,7 @@ struct CacheDefaults {
   // shadow sampling's cost at or under 2% whatever the rate and the cache's speed-up.
   double shadow_max_time_fraction = 0.02;
   // Not a request default either: ShadowOptions::tau_autotune (cache.autotune.*), which scales
-  // every EntropyCache tau to keep the shadow decision-mismatch rate under a budget. Off by
+  // every EntropyCache tau to keep the shadow token-mismatch rate under a budget. Off by
   // default; needs shadow_sample_rate > 0.
   TauAutotuneOptions autotune;
 };

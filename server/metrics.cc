@@ -96,6 +96,9 @@ ServerMetrics::ServerMetrics()
       shadow_mismatches_(
           MakeCounter(*registry_, "dllm_cache_shadow_decision_mismatch_total",
                       "Shadow samples whose committed tokens would differ under a full step")),
+      shadow_token_mismatches_(MakeCounter(
+          *registry_, "dllm_cache_shadow_token_mismatch_total",
+          "Shadow samples committing a token the full step would not propose at its position")),
       shadow_seconds_(MakeCounter(*registry_, "dllm_cache_shadow_seconds_total",
                                   "Time spent in shadow full forwards and their comparison")),
       shadow_kl_(MakeHistogram(*registry_, "dllm_cache_shadow_kl",
@@ -187,6 +190,7 @@ void ServerMetrics::OnShadowSample(const ShadowSample& sample) {
   shadow_samples_.Increment();
   tau_scale_.Set(sample.tau_scale);
   if (sample.decision_mismatch) shadow_mismatches_.Increment();
+  if (sample.token_mismatch) shadow_token_mismatches_.Increment();
   shadow_seconds_.Increment(sample.seconds);
   shadow_kl_.Observe(sample.kl_mean);
   if (sample.committed > 0) shadow_prob_change_.Observe(sample.max_prob_change);

@@ -31,6 +31,8 @@
 // ShadowSample in engine/shadow_sampling.h):
 //   dllm_cache_shadow_samples_total        counter: partial steps checked by a shadow forward
 //   dllm_cache_shadow_decision_mismatch_total  counter: samples whose commits would differ
+//   dllm_cache_shadow_token_mismatch_total counter: samples committing a token the full step
+//                                          would not propose there (the τ autotuner's signal)
 //   dllm_cache_shadow_kl                   histogram: mean KL(full || partial), nats, per sample
 //   dllm_cache_shadow_max_prob_change      histogram: max |p_partial - p_full| of a committed
 //                                          token, per sample
@@ -110,6 +112,7 @@ class ServerMetrics : public EngineObserver {
   prometheus::Counter& shadow_samples_;
   prometheus::Gauge& tau_scale_;
   prometheus::Counter& shadow_mismatches_;
+  prometheus::Counter& shadow_token_mismatches_;
   prometheus::Counter& shadow_seconds_;
   prometheus::Histogram& shadow_kl_;
   prometheus::Histogram& shadow_prob_change_;

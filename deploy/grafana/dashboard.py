@@ -115,13 +115,14 @@ def panels():
             (f"max by (pod) (dllm_cache_refresh_ratio{{{SEL}}})", "{{pod}} (gauge, recent window)"),
             (f"sum by (pod) (rate(dllm_full_refresh_steps_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_denoise_steps_total{{{SEL}}}[{RATE}]))", "{{pod}} full-refresh steps / all steps"),
         ], "percentunit", "Share of work the approximate KV cache recomputes, per pod. 1 = no reuse (full recompute every step). An alert fires when it leaves its daily baseline."), 12),
-        (timeseries("Cache quality: shadow decision mismatch rate", [
-            (f"sum by (pod) (rate(dllm_cache_shadow_decision_mismatch_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}]))", "{{pod}} mismatching samples / samples"),
+        (timeseries("Cache quality: shadow mismatch rates", [
+            (f"sum by (pod) (rate(dllm_cache_shadow_token_mismatch_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}]))", "{{pod}} token mismatches / samples"),
+            (f"sum by (pod) (rate(dllm_cache_shadow_decision_mismatch_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_cache_shadow_samples_total{{{SEL}}}[{RATE}]))", "{{pod}} decision mismatches / samples"),
             (f"sum by (pod) (rate(dllm_cache_shadow_seconds_total{{{SEL}}}[{RATE}])) / sum by (pod) (rate(dllm_step_seconds_total{{{SEL}}}[{RATE}]))", "{{pod}} shadow time / step time"),
-        ], "percentunit", "Sampled partial steps (cache.shadow_sample_rate) are re-run as full forwards on a scratch cache; this is the share whose committed tokens would have differed. The cost of a low refresh ratio. Alert: above the budget (recording rule dllm:cache_shadow_mismatch_budget, default 5%) over 1 h. Shadow time / step time is what the sampling costs, capped by cache.shadow_max_time_fraction (default 2%)."), 12),
+        ], "percentunit", "Sampled partial steps (cache.shadow_sample_rate) are re-run as full forwards on a scratch cache. Token mismatches: the share that committed a token the full step would not propose at its position, the cost of a low refresh ratio (cache.autotune steers by it). Decision mismatches also count a token that lands a step earlier or later; threshold decoding keeps them near 20% at any tau. Alert: token mismatches above the budget (recording rule dllm:cache_shadow_mismatch_budget, default 5%) over 1 h. Shadow time / step time is what the sampling costs, capped by cache.shadow_max_time_fraction (default 2%)."), 12),
         (timeseries("EntropyCache tau scale (autotune)", [
             (f"max by (pod) (dllm_cache_tau_scale{{{SEL}}})", "{{pod}}"),
-        ], "short", "Factor on every request's EntropyCache tau. 1 unless cache.autotune is on; then it falls when the shadow mismatch rate exceeds the budget (more full refreshes) and rises when the rate is under half of it."), 12),
+        ], "short", "Factor on every request's EntropyCache tau. 1 unless cache.autotune is on; then it falls when the shadow token-mismatch rate exceeds the budget (more full refreshes) and rises when the rate is under half of it."), 12),
         (timeseries("Step latency: full vs partial", quantiles("dllm_step_duration_seconds", by="kind"), "s",
                     "Wall time of one engine step, by kind: full = whole canvas recomputed, partial = only the rows the cache policy selected."), 12),
         (timeseries("Cache quality: KL and committed-probability change", [

@@ -78,14 +78,15 @@ class BenchTableTest(unittest.TestCase):
         rows = [row(autotune="0.02", policy="entropy", params={"tau": 1.0, "k": 32},
                     speedup_vs_none=4.2,
                     full_step_ratio=0.13,
-                    shadow={"samples": 480, "mismatch_rate": 0.0417, "mean_kl": 0.01234,
+                    shadow={"samples": 480, "mismatch_rate": 0.0417,
+                            "token_mismatch_rate": 0.0083, "mean_kl": 0.01234,
                             "tau_scale": 0.5, "time_fraction": 0.021}),
                 row()]
         lines = bench_table.table(rows, bench_table.SHADOW_COLUMNS)
         self.assertEqual(lines[2], "| 0.02 | block 32, entropy tau=1 k=32 | 0.750 | 1,234.5 | "
-                         "4.20 | 0.13 | 480 | 0.042 | 0.0123 | 0.500 | 0.021 |")
+                         "4.20 | 0.13 | 480 | 0.042 | 0.008 | 0.0123 | 0.500 | 0.021 |")
         self.assertEqual(lines[3], "| - | block 32, none | 0.750 | 1,234.5 | 1.00 | 1.00 | - | "
-                         "- | - | - | - |")
+                         "- | - | - | - | - |")
 
     def test_compare_runs_side_by_side(self):
         thr = {"schedule": "block", "block_length": 32, "threshold": 0.9}

@@ -49,6 +49,7 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_step_seconds_total",
                            "dllm_cache_shadow_samples_total",
                            "dllm_cache_shadow_decision_mismatch_total",
+                           "dllm_cache_shadow_token_mismatch_total",
                            "dllm_cache_shadow_kl",
                            "dllm_cache_shadow_max_prob_change",
                            "dllm_cache_shadow_kv_drift",
@@ -127,11 +128,14 @@ TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   s.committed = 2;
   s.max_prob_change = 0.15;
   s.decision_mismatch = true;
+  s.token_mismatch = false;
   s.seconds = 0.5;
   s.drift[kShadowPrompt] = {5, 3, 0.1, 0.2, 0.15};
   s.drift_by_group[kShadowPrompt][kShadowLast] = {5, 1, 0.3, 0.3, 0.3};
   m.OnShadowSample(s);
   s.decision_mismatch = false;
+  s.token_mismatch = true;  // not a possible sample (it implies a decision mismatch): it
+                            // tells the two counters apart
   s.kl_mean = 0.5;
   s.tau_scale = 0.8;
   m.OnShadowSample(s);
@@ -139,6 +143,7 @@ TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   CHECK(Sample(text, "dllm_cache_tau_scale") == Approx(0.8));
   CHECK(Sample(text, "dllm_cache_shadow_samples_total") == 2);
   CHECK(Sample(text, "dllm_cache_shadow_decision_mismatch_total") == 1);
+  CHECK(Sample(text, "dllm_cache_shadow_token_mismatch_total") == 1);
   CHECK(Sample(text, "dllm_cache_shadow_seconds_total") == 1.0);
   CHECK(Sample(text, "dllm_cache_shadow_kl_count") == 2);
   CHECK(Sample(text, "dllm_cache_shadow_kl_sum") == Approx(0.52));

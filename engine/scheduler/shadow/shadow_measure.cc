@@ -108,17 +108,20 @@ void MeasureShadow(const ShadowInputs& in, ShadowSample* sample) {
   sample->decision_mismatch = CommitsDiffer(in.partial_commit, in.full_commit);
   sample->committed = static_cast<int>(in.partial_commit.size());
   double max_change = 0;
+  bool token_mismatch = false;
   for (const CommittedToken& c : in.partial_commit) {
     const auto it =
         std::lower_bound(in.predict_positions.begin(), in.predict_positions.end(), c.position);
     if (it == in.predict_positions.end() || *it != c.position) continue;
     const size_t r = static_cast<size_t>(it - in.predict_positions.begin());
+    if (r < in.full_tokens.size() && in.full_tokens[r] != c.token) token_mismatch = true;
     if (r >= rows) continue;
     const double change = std::abs(SoftmaxProbability(in.partial_logits[r], c.token) -
                                    SoftmaxProbability(in.full_logits[r], c.token));
     max_change = std::max(max_change, change);
   }
   sample->max_prob_change = max_change;
+  sample->token_mismatch = token_mismatch;
   if (in.kv != nullptr) {
     for (int region = 0; region < kShadowRegions; ++region) {
       sample->drift[region] = AggregateKvDrift(*in.kv, in.regions, region, -1);

@@ -7,6 +7,8 @@
 //   - KL(full || partial) of every predicted row's softmax (fp32 logits, computed in double);
 //   - decision mismatch: the commits the decoder would make from the full rows differ (in
 //     positions or tokens) from the ones it makes from the partial rows;
+//   - token mismatch: a token the partial step commits differs from the token the full rows
+//     propose at that position;
 //   - the largest |p_partial(t) - p_full(t)| over the tokens t the partial step commits;
 //   - relative L2 drift of the cached K/V against the fresh ones, by region (see
 //     ShadowRegion) and layer third.
@@ -55,7 +57,9 @@ struct ShadowInputs {
   std::span<const std::vector<float>> full_logits;
   std::span<const CommittedToken> partial_commit;  // what the step commits
   std::span<const CommittedToken> full_commit;     // what a full step would have committed
-  std::span<const int8_t> regions;                 // ShadowRegions
+  // RowStats::token of the full rows, one per predict position (empty: no token mismatch).
+  std::span<const int32_t> full_tokens;
+  std::span<const int8_t> regions;  // ShadowRegions
   const KvSquaredDiffs* kv = nullptr;
 };
 

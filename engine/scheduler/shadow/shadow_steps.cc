@@ -63,6 +63,9 @@ absl::StatusOr<ShadowSample> Measure(const Sequence& seq, const SequenceStep& st
   in.full_logits = shadow.logits;
   in.partial_commit = *partial;
   in.full_commit = *full;
+  std::vector<int32_t> full_tokens(n);
+  for (size_t r = 0; r < n; ++r) full_tokens[r] = shadow.rows[r].token;
+  in.full_tokens = full_tokens;
   in.regions = regions;
   in.kv = &shadow.kv;
   MeasureShadow(in, &sample);
@@ -137,7 +140,7 @@ void ShadowSteps::RunShadow(const StepBatch& batch, std::span<KvHandle* const> k
   shadow_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
   if (sample.has_value()) {
-    tau_.Observe(sample->decision_mismatch);
+    tau_.Observe(sample->token_mismatch);
     sample->tau_scale = tau_.scale();
     sample->seconds = shadow_seconds_;
     // Reported before the commits, so that it precedes the request's final event.

@@ -4,10 +4,10 @@
 
 namespace dllm {
 
-bool TauController::Observe(bool decision_mismatch) {
+bool TauController::Observe(bool token_mismatch) {
   if (!options_.enabled) return false;
   ++samples_;
-  mismatches_ += decision_mismatch ? 1 : 0;
+  mismatches_ += token_mismatch ? 1 : 0;
   if (samples_ < options_.window_samples) return false;
   const double rate = static_cast<double>(mismatches_) / samples_;
   if (rate > options_.mismatch_budget) {

@@ -1,7 +1,9 @@
 // TauController: EntropyCache τ autotuning from shadow samples (issue 17's stretch goal).
 //
-// The engine's shadow steps measure, for a sample of partial steps, whether the step would
-// have committed different tokens had it been a full forward (decision mismatch). The
+// The engine's shadow steps measure, for a sample of partial steps, whether a token the step
+// commits differs from the one a full forward proposes at its position (token mismatch,
+// ShadowSample::token_mismatch; not the decision mismatch, which also counts a token that only
+// lands a step earlier or later and which threshold decoding keeps near 20% at any τ). The
 // controller keeps that rate under a budget by scaling every EntropyCache τ of the engine:
 // after each window of `window_samples` samples, a mismatch rate above the budget divides
 // the scale by `step_factor` (more refreshes), a rate under half the budget multiplies it
@@ -25,7 +27,7 @@ class TauController {
   float scale() const { return static_cast<float>(scale_); }
   // One shadow sample's outcome. Returns true when this sample closed a window and the scale
   // was re-evaluated.
-  bool Observe(bool decision_mismatch);
+  bool Observe(bool token_mismatch);
 
  private:
   const TauAutotuneOptions options_;

@@ -124,5 +124,51 @@ TEST_CASE("MeasureShadow: mismatch, KL and committed-probability change", "[shad
   CHECK_FALSE(s.decision_mismatch);
 }
 
+TEST_CASE("MeasureShadow: a token mismatch is a different token, not a different timing",
+          "[shadow]") {
+  const std::vector<int32_t> predict = {5, 6, 7};
+  const std::vector<std::vector<float>> logits(3, std::vector<float>{1.0f, 0.0f, 0.0f});
+  const std::vector<int8_t> regions(8, kShadowPrompt);
+  ShadowInputs in;
+  in.predict_positions = predict;
+  in.partial_logits = logits;
+  in.full_logits = logits;
+  in.regions = regions;
+  ShadowSample s;
+
+  // The partial step commits positions 5 and 6; the full step would commit only 5 (position
+  // 6 under its threshold) but proposes the same token at 6: the token lands a step later.
+  const std::vector<CommittedToken> partial = {{5, 4, 0.1f}, {6, 9, 0.2f}};
+  const std::vector<CommittedToken> full_later = {{5, 4, 0.1f}};
+  const std::vector<int32_t> same_tokens = {4, 9, 3};
+  in.partial_commit = partial;
+  in.full_commit = full_later;
+  in.full_tokens = same_tokens;
+  MeasureShadow(in, &s);
+  CHECK(s.decision_mismatch);
+  CHECK_FALSE(s.token_mismatch);
+
+  // The full rows propose another token at position 6: the text would differ.
+  const std::vector<int32_t> other_at_6 = {4, 8, 3};
+  in.full_tokens = other_at_6;
+  MeasureShadow(in, &s);
+  CHECK(s.decision_mismatch);
+  CHECK(s.token_mismatch);
+
+  // Only committed positions count: position 7 differs but the partial step leaves it masked.
+  const std::vector<int32_t> other_at_7 = {4, 9, 1};
+  in.full_tokens = other_at_7;
+  in.full_commit = partial;
+  MeasureShadow(in, &s);
+  CHECK_FALSE(s.decision_mismatch);
+  CHECK_FALSE(s.token_mismatch);
+
+  // Without the full rows' tokens there is nothing to compare against.
+  in.full_tokens = {};
+  in.full_commit = full_later;
+  MeasureShadow(in, &s);
+  CHECK_FALSE(s.token_mismatch);
+}
+
 }  // namespace
 }  // namespace dllm

@@ -206,6 +206,7 @@ TEST_CASE("Exact partial steps measure exactly zero", "[shadow][integration]") {
     CHECK(s.kl_mean == 0.0);
     CHECK(s.kl_max == 0.0);
     CHECK_FALSE(s.decision_mismatch);
+    CHECK_FALSE(s.token_mismatch);
     CHECK(s.max_prob_change == 0.0);
     for (int region = 0; region < kShadowRegions; ++region) {
       CHECK(s.drift[region].kv == 0.0);
@@ -236,9 +237,12 @@ TEST_CASE("A stale cache shows drift, KL and mismatches", "[shadow][integration]
     RunAll(*engine, reqs);
     const auto samples = observer.samples();
     REQUIRE(samples.size() > 10);
-    int mismatches = 0, drifted = 0, kl_positive = 0;
+    int mismatches = 0, token_mismatches = 0, drifted = 0, kl_positive = 0;
     for (const auto& s : samples) {
       mismatches += s.decision_mismatch ? 1 : 0;
+      token_mismatches += s.token_mismatch ? 1 : 0;
+      // A different token at a committed position is a different commit set.
+      CHECK((!s.token_mismatch || s.decision_mismatch));
       kl_positive += s.kl_mean > 0 ? 1 : 0;
       const auto& prompt = s.drift[kShadowPrompt];
       drifted += prompt.kv > 0 ? 1 : 0;
@@ -249,6 +253,7 @@ TEST_CASE("A stale cache shows drift, KL and mismatches", "[shadow][integration]
     CHECK(drifted > 0);
     CHECK(kl_positive > 0);
     CHECK(mismatches > 0);
+    CHECK(token_mismatches > 0);
   }
 }
 
@@ -340,8 +345,8 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
   TauController replica(autotune);
   int mismatches = 0;
   for (const auto& s : samples) {
-    replica.Observe(s.decision_mismatch);
-    mismatches += s.decision_mismatch ? 1 : 0;
+    replica.Observe(s.token_mismatch);
+    mismatches += s.token_mismatch ? 1 : 0;
     CHECK(s.tau_scale == Approx(replica.scale()));
   }
   INFO(mismatches << " mismatches in " << samples.size() << " samples");
