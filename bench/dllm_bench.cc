@@ -71,10 +71,11 @@
 // (docs/entropy-drift.md).
 //
 // --autotune BUDGET[:WINDOW] turns on the engine's tau autotuner (cache.autotune: scale every
-// EntropyCache tau to keep the shadow token-mismatch rate under BUDGET, adjusting every
-// WINDOW samples, default 20) with --shadow as the engine's sample rate. The controller is
-// the engine's, so it carries its scale from one setting to the next; each row's "shadow"
-// object reports the scale after its last sample (tau_scale).
+// EntropyCache tau to keep the shadow token-mismatch rate under BUDGET, deciding from
+// WINDOW samples on, default 20; engine/scheduler/shadow/tau_controller.h) with --shadow as
+// the engine's sample rate. The controller is the engine's, so it carries its scale from one
+// setting to the next; each row's "shadow" object reports the scale after its last sample
+// (tau_scale).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

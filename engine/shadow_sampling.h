@@ -33,7 +33,7 @@ namespace dllm {
 struct TauAutotuneOptions {
   bool enabled = false;
   double mismatch_budget = 0.05;  // ceiling of the token-mismatch rate, in (0, 1)
-  int window_samples = 50;        // shadow samples per adjustment
+  int window_samples = 50;        // fewest shadow samples per decision (tau_controller.h)
   double step_factor = 1.25;      // the scale moves by this factor per adjustment, > 1
   double min_scale = 1.0 / 64;    // 0 < min_scale <= 1 <= max_scale
   double max_scale = 64;

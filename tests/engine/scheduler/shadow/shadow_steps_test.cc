@@ -333,7 +333,7 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
           "[shadow][integration][autotune]") {
   TauAutotuneOptions autotune;
   autotune.enabled = true;
-  autotune.mismatch_budget = 0.2;
+  autotune.mismatch_budget = 0.001;
   autotune.window_samples = 2;
   autotune.step_factor = 2;
   RecordingObserver observer;
@@ -350,7 +350,9 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
     CHECK(s.tau_scale == Approx(replica.scale()));
   }
   INFO(mismatches << " mismatches in " << samples.size() << " samples");
-  CHECK(replica.scale() != 1.0f);  // budget 0.2, windows of 2: any window moves it unless 1/2
+  // Budget 0.1%: the first count of >= 2 samples holding a mismatch has a lower bound above it.
+  REQUIRE(mismatches > 0);
+  CHECK(replica.scale() < 1.0f);
 
   // Off (the default): the scale stays 1.
   RecordingObserver off;
