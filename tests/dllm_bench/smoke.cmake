@@ -10,6 +10,16 @@ function(run_bench what)
   set(err "${e}" PARENT_SCOPE)
 endfunction()
 
+# Fails the test unless `regex` matches exactly `expected` times in `out` (each match is one
+# line's worth when the regex ends in a line-local pattern); `what` names the check.
+function(expect_count regex expected what)
+  string(REGEX MATCHALL "${regex}" matches "${out}")
+  list(LENGTH matches n)
+  if(NOT n EQUAL ${expected})
+    message(FATAL_ERROR "expected ${what} on ${expected} rows, got ${n}:\n${out}")
+  endif()
+endfunction()
+
 run_bench("" --gen-length 8 --threads 1
           --policy none --policy entropy:tau=0.5,k=4 --policy dual --policy interval:n=4
           --decoding block:block_length=4 --decoding window:w=4,threshold=0.01
@@ -34,21 +44,9 @@ if(NOT first MATCHES "\"block_length\":8" OR NOT first MATCHES "\"steps\":8}")
   message(FATAL_ERROR "vanilla is one block of min(32, G) = 8 with one token per step:\n${first}")
 endif()
 # Tasks with a "family" are also scored per family (the third task has none).
-string(REGEX MATCHALL "\"accuracy_by_family\":{\"add\":[0-9.]+}" fam "${out}")
-list(LENGTH fam nfam)
-if(NOT nfam EQUAL 14)
-  message(FATAL_ERROR "expected accuracy_by_family {add} on 14 rows, got ${nfam}:\n${out}")
-endif()
-string(REGEX MATCHALL "\"speedup_vs_baseline\"" vb "${out}")
-list(LENGTH vb nvb)
-if(NOT nvb EQUAL 14)
-  message(FATAL_ERROR "expected speedup_vs_baseline on 14 rows, got ${nvb}:\n${out}")
-endif()
-string(REGEX MATCHALL "\"ms_per_partial_step\"" mp "${out}")
-list(LENGTH mp nmp)
-if(NOT nmp EQUAL 14)
-  message(FATAL_ERROR "expected the step-time split on 14 rows, got ${nmp}:\n${out}")
-endif()
+expect_count("\"accuracy_by_family\":{\"add\":[0-9.]+}" 14 "accuracy_by_family {add}")
+expect_count("\"speedup_vs_baseline\"" 14 "speedup_vs_baseline")
+expect_count("\"ms_per_partial_step\"" 14 "the step-time split")
 # Every non-baseline row compares its answers with the baseline's, task by task. On this
 # random-weight model the window decodings answer differently from vanilla somewhere.
 string(REGEX MATCHALL "\"vs_baseline\":{\"accuracy_diff\":[-0-9.e]+,\"accuracy_diff_se\":[0-9.e]+,\"changed\":[0-9]+,\"gained\":[0-9]+,\"lost\":[0-9]+,\"tasks\":3}" pairs "${out}")
@@ -66,19 +64,12 @@ endif()
 # statistics to its decision, at a measured rate that is never 0 (it once read 0 ns: the fused
 # difference it was then taken from hid under code placement; bench/entropy_cost.h), over rows
 # the engine did predict. Rows of other policies carry no charge.
-string(REGEX MATCHALL "\"decision_cost\":{\"entropy_ns_per_row\":([1-9][0-9.]*|0\\.[0-9]*[1-9][0-9]*),\"entropy_term_s\":[0-9.e-]+,\"policy_s\":[0-9.e-]+,\"predicted_rows\":[1-9][0-9]*}[^\n]*\"policy\":\"entropy\"" charged "${out}")
-list(LENGTH charged ncharged)
-if(NOT ncharged EQUAL 8)
-  message(FATAL_ERROR "expected the entropy term charged on the 8 entropy rows, got ${ncharged}:\n${out}")
-endif()
-string(REGEX MATCHALL "\"entropy_ns_per_row\"" rates "${out}")
-list(LENGTH rates nrates)
-string(REGEX MATCHALL "\"entropy_term_s\":0\\.0,[^\n]*\"policy\":\"(none|dual|interval)\"" uncharged "${out}")
-list(LENGTH uncharged nuncharged)
+expect_count("\"decision_cost\":{\"entropy_ns_per_row\":([1-9][0-9.]*|0\\.[0-9]*[1-9][0-9]*),\"entropy_term_s\":[0-9.e-]+,\"policy_s\":[0-9.e-]+,\"predicted_rows\":[1-9][0-9]*}[^\n]*\"policy\":\"entropy\""
+             8 "the entropy term charged")
+expect_count("\"entropy_ns_per_row\"" 8 "an entropy charge rate (entropy rows only)")
 # none x 2 (block, window) + vanilla baseline, dual (block), interval x 2
-if(NOT nrates EQUAL 8 OR NOT nuncharged EQUAL 6)
-  message(FATAL_ERROR "only entropy rows may carry the entropy charge (${nrates} rates, ${nuncharged} uncharged rows):\n${out}")
-endif()
+expect_count("\"entropy_term_s\":0\\.0,[^\n]*\"policy\":\"(none|dual|interval)\"" 6
+             "no entropy charge")
 # The plot draws one line per decoding: CSV data rows 0-2 (block) and 3-5 (window).
 file(READ ${OUT}.gp gp)
 if(NOT gp MATCHES "every ::0::2 using 9:4 with linespoints title 'block:block_length=4'"
