@@ -114,7 +114,7 @@ void MeasureShadow(const ShadowInputs& in, ShadowSample* sample) {
         std::lower_bound(in.predict_positions.begin(), in.predict_positions.end(), c.position);
     if (it == in.predict_positions.end() || *it != c.position) continue;
     const size_t r = static_cast<size_t>(it - in.predict_positions.begin());
-    if (r < in.full_tokens.size() && in.full_tokens[r] != c.token) token_mismatch = true;
+    if (r < in.full_rows.size() && in.full_rows[r].token != c.token) token_mismatch = true;
     if (r >= rows) continue;
     const double change = std::abs(SoftmaxProbability(in.partial_logits[r], c.token) -
                                    SoftmaxProbability(in.full_logits[r], c.token));

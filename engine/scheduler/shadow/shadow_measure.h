@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/core/row_stats.h"
 #include "engine/decoding/decoder.h"
 #include "engine/model/shadow_forward.h"
 #include "engine/shadow_sampling.h"
@@ -57,8 +58,9 @@ struct ShadowInputs {
   std::span<const std::vector<float>> full_logits;
   std::span<const CommittedToken> partial_commit;  // what the step commits
   std::span<const CommittedToken> full_commit;     // what a full step would have committed
-  // RowStats::token of the full rows, one per predict position (empty: no token mismatch).
-  std::span<const int32_t> full_tokens;
+  // The full forward's rows, one per predict position; their RowStats::token is what a full
+  // step proposes (empty: no token mismatch).
+  std::span<const RowStats> full_rows;
   std::span<const int8_t> regions;  // ShadowRegions
   const KvSquaredDiffs* kv = nullptr;
 };

@@ -63,9 +63,7 @@ absl::StatusOr<ShadowSample> Measure(const Sequence& seq, const SequenceStep& st
   in.full_logits = shadow.logits;
   in.partial_commit = *partial;
   in.full_commit = *full;
-  std::vector<int32_t> full_tokens(n);
-  for (size_t r = 0; r < n; ++r) full_tokens[r] = shadow.rows[r].token;
-  in.full_tokens = full_tokens;
+  in.full_rows = shadow.rows;
   in.regions = regions;
   in.kv = &shadow.kv;
   MeasureShadow(in, &sample);

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <initializer_list>
 
 namespace dllm {
 namespace {
@@ -124,6 +125,19 @@ TEST_CASE("MeasureShadow: mismatch, KL and committed-probability change", "[shad
   CHECK_FALSE(s.decision_mismatch);
 }
 
+// Rows of the full forward at positions 5, 6, 7 proposing `tokens`.
+std::vector<RowStats> FullRows(std::initializer_list<int32_t> tokens) {
+  std::vector<RowStats> rows;
+  int32_t position = 5;
+  for (const int32_t token : tokens) {
+    RowStats row;
+    row.position = position++;
+    row.token = token;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 TEST_CASE("MeasureShadow: a token mismatch is a different token, not a different timing",
           "[shadow]") {
   const std::vector<int32_t> predict = {5, 6, 7};
@@ -140,31 +154,31 @@ TEST_CASE("MeasureShadow: a token mismatch is a different token, not a different
   // 6 under its threshold) but proposes the same token at 6: the token lands a step later.
   const std::vector<CommittedToken> partial = {{5, 4, 0.1f}, {6, 9, 0.2f}};
   const std::vector<CommittedToken> full_later = {{5, 4, 0.1f}};
-  const std::vector<int32_t> same_tokens = {4, 9, 3};
+  const std::vector<RowStats> same_tokens = FullRows({4, 9, 3});
   in.partial_commit = partial;
   in.full_commit = full_later;
-  in.full_tokens = same_tokens;
+  in.full_rows = same_tokens;
   MeasureShadow(in, &s);
   CHECK(s.decision_mismatch);
   CHECK_FALSE(s.token_mismatch);
 
   // The full rows propose another token at position 6: the text would differ.
-  const std::vector<int32_t> other_at_6 = {4, 8, 3};
-  in.full_tokens = other_at_6;
+  const std::vector<RowStats> other_at_6 = FullRows({4, 8, 3});
+  in.full_rows = other_at_6;
   MeasureShadow(in, &s);
   CHECK(s.decision_mismatch);
   CHECK(s.token_mismatch);
 
   // Only committed positions count: position 7 differs but the partial step leaves it masked.
-  const std::vector<int32_t> other_at_7 = {4, 9, 1};
-  in.full_tokens = other_at_7;
+  const std::vector<RowStats> other_at_7 = FullRows({4, 9, 1});
+  in.full_rows = other_at_7;
   in.full_commit = partial;
   MeasureShadow(in, &s);
   CHECK_FALSE(s.decision_mismatch);
   CHECK_FALSE(s.token_mismatch);
 
   // Without the full rows' tokens there is nothing to compare against.
-  in.full_tokens = {};
+  in.full_rows = {};
   in.full_commit = full_later;
   MeasureShadow(in, &s);
   CHECK_FALSE(s.token_mismatch);
