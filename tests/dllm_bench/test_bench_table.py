@@ -74,6 +74,21 @@ class BenchTableTest(unittest.TestCase):
         self.assertEqual(lines[4], "| d2cache | window 16 + thr 0.9 | 0.750 | 1,234.5 | 2.50x | "
                          "- | 1.00 / 0.00 | 548 | 39.000% | 9.2% |")
 
+    def test_paper_layout_names_changed_defaults(self):
+        """d2Cache and Elastic-Cache rows name the parameters that differ from the published
+        defaults (scripts/bench-paper-tuned), and only those."""
+        d2 = {"current_k": 32, "rollout_p": 0.1, "sigma": 10.0}
+        self.assertEqual(bench_table.method_name(row(policy="d2cache", params=d2)), "d2cache")
+        self.assertEqual(bench_table.method_name(
+            row(policy="d2cache", params=dict(d2, rollout_p=0.05))), "d2cache rollout_p=0.05")
+        self.assertEqual(bench_table.method_name(
+            row(policy="d2cache", params=dict(d2, current_k=16, sigma=5))),
+            "d2cache current_k=16 sigma=5")
+        self.assertEqual(bench_table.method_name(row(policy="elastic", params={"gamma": 0.9})),
+                         "elastic")
+        self.assertEqual(bench_table.method_name(row(policy="elastic", params={"gamma": 0.95})),
+                         "elastic gamma=0.95")
+
     def test_shadow_layout(self):
         rows = [row(autotune="0.02", policy="entropy", params={"tau": 1.0, "k": 32},
                     speedup_vs_none=4.2,
