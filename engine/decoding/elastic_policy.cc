@@ -77,8 +77,8 @@ class ElasticPolicy final : public CachePolicy {
         auto prev = previous_.find(t);
         auto row = row_of.find(t);
         if (prev == previous_.end() || row == row_of.end()) continue;
-        const std::span<const float> before(prev->second.data() + size_t{l} * maps.positions,
-                                            maps.positions);
+        const std::span<const float> before(
+            prev->second.data() + static_cast<size_t>(l) * maps.positions, maps.positions);
         sum += Cosine(before, maps.Row(l, row->second));
         ++count;
       }
