@@ -15,6 +15,9 @@
 //                 window[:w=16,threshold=0.9,steps=S]
 //                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
 // (common keys: temperature, seed; default: the model family's defaults).
+// The keys are the request fields of engine/core/param_fields.h (cache.* in policy specs,
+// decoding.* in decoding specs), by name or by alias: every field of the table works here,
+// e.g. entropy:entropy_threshold=1 or d2cache:d2_rollout_p=0.05.
 // --gen-length defaults to the model's answer length (generation_config.json, else 64).
 //
 // --batch N lets the engine step up to N requests together (all tasks are queued at once).
@@ -106,6 +109,7 @@
 #include "absl/synchronization/notification.h"
 #include "bench/entropy_cost.h"
 #include "cli/flags.h"
+#include "engine/core/param_fields.h"
 #include "engine/engine.h"
 #include "nlohmann/json.hpp"
 
@@ -276,10 +280,21 @@ int ToInt(const std::string& key, const std::string& value) {
   return i;
 }
 
-Remasking RemaskingNamed(const std::string& name) {
-  std::optional<Remasking> r = ParseRemasking(name);
-  if (!r) Die("unknown remasking/alg '" + name + "' (" + RemaskingNames() + ")");
-  return *r;
+// A spec's key=value options are request fields of `section`, by name or alias
+// (engine/core/param_fields.h: "tau" is cache.entropy_threshold, "w" decoding.window).
+void ApplySpecOptions(ParamSection section, const std::map<std::string, std::string>& opts,
+                      const std::string& spec, DecodingParams* d, CacheParams* c) {
+  for (const auto& [k, v] : opts) {
+    const ParamField* f = FindParamField(section, k);
+    if (f == nullptr)
+      Die(absl::StrCat("unknown ", SectionName(section), " option ", k, " in ", spec));
+    absl::StatusOr<ParamValue> value = ParseParamText(*f, v);
+    if (!value.ok()) Die(absl::StrCat(value.status().message(), " in ", spec));
+    f->set(*value, d, c);
+  }
+  if (absl::Status st = ValidateParamFields(*d, *c, ParamLimits{}); !st.ok()) {
+    Die(absl::StrCat(st.message(), " in ", spec));
+  }
 }
 
 DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen) {
@@ -302,28 +317,8 @@ DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defa
   } else {
     Die("unknown decoding '" + head + "' (block|window|timestep)");
   }
-  for (const auto& [k, v] : opts) {
-    if (k == "block_length" || k == "b")
-      d.block_length = ToInt(k, v);
-    else if (k == "steps")
-      d.steps = ToInt(k, v);
-    else if (k == "threshold")
-      d.confidence_threshold = static_cast<float>(ToDouble(k, v));
-    else if (k == "w" || k == "window")
-      d.window = ToInt(k, v);
-    else if (k == "eps")
-      d.eps = static_cast<float>(ToDouble(k, v));
-    else if (k == "alg" || k == "remasking")
-      d.remasking = RemaskingNamed(v);
-    else if (k == "alg_temp")
-      d.alg_temp = static_cast<float>(ToDouble(k, v));
-    else if (k == "temperature")
-      d.temperature = static_cast<float>(ToDouble(k, v));
-    else if (k == "seed")
-      d.seed = static_cast<uint64_t>(ToInt(k, v));
-    else
-      Die("unknown decoding option " + k);
-  }
+  CacheParams unused;
+  ApplySpecOptions(ParamSection::kDecoding, opts, spec, &d, &unused);
   return d;
 }
 
@@ -334,28 +329,8 @@ CacheParams ParsePolicy(const std::string& spec) {
   std::optional<CachePolicyKind> policy = ParseCachePolicy(head);
   if (!policy) Die("unknown policy '" + head + "' (" + CachePolicyNames() + ")");
   c.policy = *policy;
-  for (const auto& [k, v] : opts) {
-    if (k == "tau")
-      c.entropy_threshold = static_cast<float>(ToDouble(k, v));
-    else if (k == "k")
-      c.recent_k = ToInt(k, v);
-    else if (k == "n")
-      c.refresh_interval = ToInt(k, v);
-    else if (k == "current_k")
-      c.d2_current_k = ToInt(k, v);
-    else if (k == "rollout_p")
-      c.d2_rollout_p = static_cast<float>(ToDouble(k, v));
-    else if (k == "sigma")
-      c.d2_sigma = static_cast<float>(ToDouble(k, v));
-    else if (k == "gamma")
-      c.elastic_gamma = static_cast<float>(ToDouble(k, v));
-    else if (k == "shadow") {
-      const double rate = ToDouble(k, v);
-      if (!(rate >= 0 && rate <= 1)) Die("policy option shadow must be in [0, 1]");
-      c.shadow_sample_rate = static_cast<float>(rate);
-    } else
-      Die("unknown policy option " + k);
-  }
+  DecodingParams unused;
+  ApplySpecOptions(ParamSection::kCache, opts, spec, &unused, &c);
   return c;
 }
 

@@ -30,22 +30,7 @@ ABSL_FLAG(std::optional<std::string>, ids, std::nullopt, "token ids: 1,2,3");
 // generation (unset = server default)
 ABSL_FLAG(std::string, request_id, "", "request id");
 ABSL_FLAG(std::optional<int>, max_new_tokens, std::nullopt, "tokens to generate");
-ABSL_FLAG(std::optional<std::string>, schedule, std::nullopt, "block | timestep | window");
-ABSL_FLAG(std::optional<std::string>, remasking, std::nullopt, "remasking strategy");
-ABSL_FLAG(std::optional<int>, steps, std::nullopt, "denoising steps");
-ABSL_FLAG(std::optional<int>, block_length, std::nullopt, "block length");
-ABSL_FLAG(std::optional<int>, window, std::nullopt, "window size");
-ABSL_FLAG(std::optional<float>, threshold, std::nullopt, "confidence threshold");
-ABSL_FLAG(std::optional<float>, temperature, std::nullopt, "sampling temperature");
-ABSL_FLAG(std::optional<int>, top_k, std::nullopt, "top-k");
-ABSL_FLAG(std::optional<float>, top_p, std::nullopt, "top-p");
-ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "sampling seed");
-ABSL_FLAG(std::optional<float>, eps, std::nullopt, "timestep schedule eps");
-ABSL_FLAG(std::optional<float>, alg_temp, std::nullopt, "timestep schedule alg_temp");
-ABSL_FLAG(std::optional<std::string>, cache, std::nullopt, "cache policy");
-ABSL_FLAG(std::optional<float>, entropy_threshold, std::nullopt, "EntropyCache tau");
-ABSL_FLAG(std::optional<int>, recent_k, std::nullopt, "EntropyCache recent k");
-ABSL_FLAG(std::optional<int>, refresh_interval, std::nullopt, "interval policy's n");
+// the decoding.* and cache.* fields: ParamFlagNames() (client_options.h), from the table
 // stream
 ABSL_FLAG(int, canvas_every, 0, "send the canvas every N steps");
 ABSL_FLAG(bool, show_canvas, false, "redraw the forming canvas");
@@ -90,22 +75,6 @@ absl::Status ReadFlags(ClientOptions* options) {
   }
   o.request_id = absl::GetFlag(FLAGS_request_id);
   o.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
-  o.schedule = absl::GetFlag(FLAGS_schedule);
-  o.remasking = absl::GetFlag(FLAGS_remasking);
-  o.steps = absl::GetFlag(FLAGS_steps);
-  o.block_length = absl::GetFlag(FLAGS_block_length);
-  o.window = absl::GetFlag(FLAGS_window);
-  o.threshold = absl::GetFlag(FLAGS_threshold);
-  o.temperature = absl::GetFlag(FLAGS_temperature);
-  o.top_k = absl::GetFlag(FLAGS_top_k);
-  o.top_p = absl::GetFlag(FLAGS_top_p);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.eps = absl::GetFlag(FLAGS_eps);
-  o.alg_temp = absl::GetFlag(FLAGS_alg_temp);
-  o.cache = absl::GetFlag(FLAGS_cache);
-  o.entropy_threshold = absl::GetFlag(FLAGS_entropy_threshold);
-  o.recent_k = absl::GetFlag(FLAGS_recent_k);
-  o.refresh_interval = absl::GetFlag(FLAGS_refresh_interval);
   o.canvas_every = absl::GetFlag(FLAGS_canvas_every);
   o.show_canvas = absl::GetFlag(FLAGS_show_canvas);
   o.cancel_after = absl::GetFlag(FLAGS_cancel_after);
@@ -123,9 +92,10 @@ absl::Status ReadFlags(ClientOptions* options) {
 absl::StatusOr<ClientOptions> ParseClientOptions(const std::vector<std::string>& args) {
   ClientOptions o;
   std::vector<std::string> positional;
-  absl::Status st = cli::ParseFlags(args, {}, [&](const cli::ParsedArgs& parsed) {
+  absl::Status st = cli::ParseFlags(args, ParamFlagNames(), [&](const cli::ParsedArgs& parsed) {
     o.help = parsed.help;
     positional = parsed.positional;
+    if (absl::Status read = ReadParamFlags(parsed.repeated, &o.params); !read.ok()) return read;
     return ReadFlags(&o);
   });
   if (!st.ok()) return st;

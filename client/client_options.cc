@@ -1,11 +1,13 @@
 #include "client/client_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace dllm::client {
 
-const char* ClientUsage() {
-  return R"(usage: dllm-client [options] <command> [options] [PROMPT]   (options before or after)
+std::string ClientUsage() {
+  std::string usage =
+      R"(usage: dllm-client [options] <command> [options] [PROMPT]   (options before or after)
 commands:
   generate   one unary Generate call; prints the answer (--json: the whole response)
   stream     GenerateStream; prints committed text as it arrives (--show-canvas redraws the
@@ -19,12 +21,44 @@ commands:
 connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-name NAME
             --token TOKEN --token-file FILE (or env DLLM_TOKEN) --timeout SECONDS --json
 input:      PROMPT | --prompt TEXT | --chat TEXT [--system TEXT] | --ids 1,2,3
-generation: --max-new-tokens N --schedule block|timestep|window --remasking NAME --steps N
-            --block-length N --window N --threshold X --temperature X --top-k N --top-p X
-            --seed N --eps X --alg-temp X --cache none|entropy|dual|interval|prefix|d2cache|elastic
-            --entropy-threshold X --recent-k N --refresh-interval N --request-id ID
-stream:     --canvas-every N --show-canvas --cancel-after N
+generation: --max-new-tokens N --request-id ID, and the request fields (unset: the server's
+            default; the server checks the ranges):
 )";
+  for (const ParamField& f : ParamFields()) {
+    // Spelled with dashes, as the other flags; underscores work too (cli/flags.h).
+    std::string flag = absl::StrCat("--", f.name);
+    if (!f.alias.empty()) absl::StrAppend(&flag, " (--", f.alias, ")");
+    absl::StrReplaceAll({{"_", "-"}}, &flag);
+    absl::StrAppend(&usage, "  ", flag, " ", DomainText(f), f.unit.empty() ? "" : " ", f.unit,
+                    "\n      ", f.doc, "\n");
+  }
+  absl::StrAppend(&usage, "stream:     --canvas-every N --show-canvas --cancel-after N\n");
+  return usage;
+}
+
+std::vector<std::string> ParamFlagNames() {
+  std::vector<std::string> names;
+  for (const ParamField& f : ParamFields()) {
+    names.emplace_back(f.name);
+    if (!f.alias.empty()) names.emplace_back(f.alias);
+  }
+  return names;
+}
+
+absl::Status ReadParamFlags(const std::map<std::string, std::vector<std::string>>& given,
+                            ParamOverrides* out) {
+  for (const auto& [name, values] : given) {
+    const ParamField* f = FindParamField(ParamSection::kDecoding, name);
+    if (f == nullptr) f = FindParamField(ParamSection::kCache, name);
+    if (f == nullptr || values.empty()) continue;  // another repeated option
+    // As with the other flags, the last value given counts.
+    absl::StatusOr<ParamValue> value = ParseParamText(*f, values.back());
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", value.status().message()));
+    }
+    out->Set(*f, *value);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ClientOptions> FinishClientOptions(ClientOptions o,

@@ -9,23 +9,23 @@
 // NAME (TLS name override), --token TOKEN | --token-file FILE (else env DLLM_TOKEN),
 // --timeout SECONDS (call deadline), --json (machine-readable output).
 // Input: PROMPT or --prompt TEXT, --chat TEXT (user message) with optional --system TEXT,
-// --ids 1,2,3. Generation: --max-new-tokens, --schedule block|timestep|window, --remasking
-// low_confidence|random|origin|maskgit_plus|topk_margin|entropy, --steps, --block-length,
-// --window, --threshold, --temperature, --top-k, --top-p, --seed, --eps, --alg-temp,
-// --cache none|entropy|dual|interval|prefix|d2cache|elastic, --entropy-threshold, --recent-k,
-// --refresh-interval,
-// --request-id. Stream: --canvas-every N, --show-canvas, --cancel-after N (cancel after N
-// committed deltas). Health: --service NAME, --wait SECONDS. Load: --concurrency N,
+// --ids 1,2,3. Generation: --max-new-tokens, --request-id, and one flag per request field of
+// engine/core/param_fields.h, by name or alias (--confidence-threshold or --threshold,
+// --policy or --cache, --entropy-threshold or --tau, --d2-rollout-p, --elastic-gamma, ...). Stream:
+// --canvas-every N, --show-canvas, --cancel-after N (cancel after N committed deltas). Health:
+// --service NAME, --wait SECONDS. Load: --concurrency N,
 // --duration SECONDS or --requests N, --stream.
 #ifndef DLLM_CLIENT_CLIENT_OPTIONS_H_
 #define DLLM_CLIENT_CLIENT_OPTIONS_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/core/param_fields.h"
 
 namespace dllm::client {
 
@@ -51,22 +51,9 @@ struct ClientOptions {
   // generation (unset = server default)
   std::string request_id;
   std::optional<int> max_new_tokens;
-  std::optional<std::string> schedule;
-  std::optional<std::string> remasking;
-  std::optional<int> steps;
-  std::optional<int> block_length;
-  std::optional<int> window;
-  std::optional<float> threshold;
-  std::optional<float> temperature;
-  std::optional<int> top_k;
-  std::optional<float> top_p;
-  std::optional<uint64_t> seed;
-  std::optional<float> eps;
-  std::optional<float> alg_temp;
-  std::optional<std::string> cache;
-  std::optional<float> entropy_threshold;
-  std::optional<int> recent_k;
-  std::optional<int> refresh_interval;
+  // The decoding.* and cache.* fields given as flags, read by the table
+  // (engine/core/param_fields.h), validated only by type here: the server checks the ranges.
+  ParamOverrides params;
   // stream
   int canvas_every = 0;
   bool show_canvas = false;
@@ -87,7 +74,14 @@ struct ClientOptions {
 absl::StatusOr<ClientOptions> FinishClientOptions(ClientOptions options,
                                                   const std::vector<std::string>& positional);
 
-const char* ClientUsage();
+std::string ClientUsage();
+
+// The command-line spellings of the request fields (every name and alias of the table), for
+// cli::ParseFlags' `repeated` options, and their values read into `out` (the last value of a
+// flag given twice counts). INVALID_ARGUMENT "--<flag>: ..." for a value of the wrong type.
+std::vector<std::string> ParamFlagNames();
+absl::Status ReadParamFlags(const std::map<std::string, std::vector<std::string>>& given,
+                            ParamOverrides* out);
 
 }  // namespace dllm::client
 

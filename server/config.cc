@@ -34,8 +34,6 @@ std::array<EnumName<E>, N> CoreTable(const std::array<E, N>& values) {
   for (size_t i = 0; i < N; ++i) out[i] = {values[i], Name(values[i])};
   return out;
 }
-const auto kSchedules = CoreTable(kAllSchedules);
-const auto kRemaskings = CoreTable(kAllRemaskings);
 const auto kCachePolicies = CoreTable(kAllCachePolicies);
 constexpr std::array<EnumName<BackendKind>, 2> kBackends = {{
     {BackendKind::kCpu, "cpu"},
@@ -166,6 +164,38 @@ class MapReader {
     *out = std::move(values);
   }
 
+  // Reads every field of the request fields' table in `section` (engine/core/param_fields.h)
+  // that is present and not null, except keys an earlier Read of this mapping consumed.
+  void ReadParams(ParamSection section, ParamOverrides* out) {
+    for (const ParamField& f : ParamFields()) {
+      if (f.section != section || known_.count(std::string(f.name))) continue;
+      switch (f.type) {
+        case ParamType::kInt32:
+          ReadParam<int>(f, out);
+          break;
+        case ParamType::kUint64:
+          ReadParam<uint64_t>(f, out);
+          break;
+        case ParamType::kFloat:
+          ReadParam<float>(f, out);
+          break;
+        case ParamType::kEnum: {
+          std::optional<std::string> name;
+          ReadOptional(f.name, &name);
+          if (!name) break;
+          absl::StatusOr<ParamValue> value = ParseParamText(f, *name);
+          if (!value.ok()) {
+            Fail(Key(f.name),
+                 absl::StrCat("unknown value '", *name, "' (expected ", DomainText(f), ")"));
+            break;
+          }
+          out->Set(f, *value);
+          break;
+        }
+      }
+    }
+  }
+
   // Reports keys that no Read call asked for.
   void CheckUnknownKeys() {
     if (!error_->empty() || !node_ || !node_.IsMap()) return;
@@ -184,6 +214,13 @@ class MapReader {
   }
 
  private:
+  template <typename T>
+  void ReadParam(const ParamField& f, ParamOverrides* out) {
+    std::optional<T> value;
+    ReadOptional(f.name, &value);
+    if (value) out->Set(f, ToParamValue(*value));
+  }
+
   bool Scalar(const YAML::Node& node, const std::string& key, std::string* text) {
     if (!node.IsScalar()) {
       Fail(key, "expected a scalar value");
@@ -356,23 +393,8 @@ RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDef
   out.decoding = model.default_decoding;
   out.cache = model.default_cache;
   out.max_new_tokens = d.max_new_tokens.value_or(model.default_max_new_tokens);
-  auto& o = out.decoding;
-  if (d.schedule) o.schedule = *d.schedule;
-  if (d.remasking) o.remasking = *d.remasking;
-  if (d.steps) o.steps = *d.steps;
-  if (d.block_length) o.block_length = *d.block_length;
-  if (d.window) o.window = *d.window;
-  if (d.confidence_threshold) o.confidence_threshold = *d.confidence_threshold;
-  if (d.eps) o.eps = *d.eps;
-  if (d.alg_temp) o.alg_temp = *d.alg_temp;
-  if (d.temperature) o.temperature = *d.temperature;
-  if (d.top_k) o.top_k = *d.top_k;
-  if (d.top_p) o.top_p = *d.top_p;
-  if (d.seed) o.seed = *d.seed;
-  if (c.policy) out.cache.policy = *c.policy;
-  if (c.entropy_threshold) out.cache.entropy_threshold = *c.entropy_threshold;
-  if (c.recent_k) out.cache.recent_k = *c.recent_k;
-  if (c.refresh_interval) out.cache.refresh_interval = *c.refresh_interval;
+  d.fields.ApplyTo(&out.decoding, &out.cache);
+  c.fields.ApplyTo(&out.decoding, &out.cache);
   return out;
 }
 
@@ -557,28 +579,14 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
   }
   {
     MapReader r(top.Child("decoding"), "decoding", &error);
-    auto& d = c.decoding;
-    r.ReadOptional("max_new_tokens", &d.max_new_tokens);
-    r.ReadOptionalEnum("schedule", kSchedules, &d.schedule);
-    r.ReadOptionalEnum("remasking", kRemaskings, &d.remasking);
-    r.ReadOptional("steps", &d.steps);
-    r.ReadOptional("block_length", &d.block_length);
-    r.ReadOptional("window", &d.window);
-    r.ReadOptional("confidence_threshold", &d.confidence_threshold);
-    r.ReadOptional("eps", &d.eps);
-    r.ReadOptional("alg_temp", &d.alg_temp);
-    r.ReadOptional("temperature", &d.temperature);
-    r.ReadOptional("top_k", &d.top_k);
-    r.ReadOptional("top_p", &d.top_p);
-    r.ReadOptional("seed", &d.seed);
+    r.ReadOptional("max_new_tokens", &c.decoding.max_new_tokens);
+    r.ReadParams(ParamSection::kDecoding, &c.decoding.fields);
     r.CheckUnknownKeys();
   }
   {
     MapReader r(top.Child("cache"), "cache", &error);
-    r.ReadOptionalEnum("policy", kCachePolicies, &c.cache.policy);
-    r.ReadOptional("entropy_threshold", &c.cache.entropy_threshold);
-    r.ReadOptional("recent_k", &c.cache.recent_k);
-    r.ReadOptional("refresh_interval", &c.cache.refresh_interval);
+    // The server's own keys first: cache.shadow_sample_rate here is the engine-wide rate (the
+    // request field of that name overrides it per request), so the table's field is skipped.
     r.Read("shadow_sample_rate", &c.cache.shadow_sample_rate);
     r.Read("shadow_max_time_fraction", &c.cache.shadow_max_time_fraction);
     {
@@ -592,6 +600,7 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
       a.Read("max_scale", &t.max_scale);
       a.CheckUnknownKeys();
     }
+    r.ReadParams(ParamSection::kCache, &c.cache.fields);
     r.CheckUnknownKeys();
   }
   {

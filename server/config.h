@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/core/param_fields.h"
 #include "engine/engine.h"
 
 namespace dllm {
@@ -55,28 +56,16 @@ struct EngineSection {
   int cpu_threads = 0;
 };
 
-// Server-wide defaults for unset request fields; nullopt = the model family's default.
+// Server-wide defaults for unset request fields: the `decoding:` and `cache:` keys named in
+// engine/core/param_fields.h's table, each section's in its `fields`. An absent key (or an
+// explicit null) means the model family's default.
 struct DecodingDefaults {
   std::optional<int> max_new_tokens;  // nullopt = the model's default (ModelInfo)
-  std::optional<Schedule> schedule;
-  std::optional<Remasking> remasking;
-  std::optional<int> steps;
-  std::optional<int> block_length;
-  std::optional<int> window;
-  std::optional<float> confidence_threshold;
-  std::optional<float> eps;
-  std::optional<float> alg_temp;
-  std::optional<float> temperature;
-  std::optional<int> top_k;
-  std::optional<float> top_p;
-  std::optional<uint64_t> seed;
+  ParamOverrides fields;              // decoding.* fields
 };
 
 struct CacheDefaults {
-  std::optional<CachePolicyKind> policy;
-  std::optional<float> entropy_threshold;
-  std::optional<int> recent_k;
-  std::optional<int> refresh_interval;
+  ParamOverrides fields;  // cache.* fields, but for shadow_sample_rate (below)
   // Not a request default: the engine's ShadowOptions::sample_rate, the fraction of
   // partial steps checked by a shadow full forward (cache-quality metrics). 0 = off.
   float shadow_sample_rate = 0.0f;

@@ -7,7 +7,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/core/param_fields.h"
 #include "engine/core/status_macros.h"
+#include "proto/param_proto.h"
 #include "server/config.h"
 #include "server/request_mapping.h"
 
@@ -70,98 +72,54 @@ absl::StatusOr<std::string> GetString(const json& v, absl::string_view field) {
   return v.get<std::string>();
 }
 
-// "block" or "SCHEDULE_BLOCK" (the proto enum name).
-template <typename ProtoEnum, typename EngineEnum>
-absl::StatusOr<ProtoEnum> GetEnum(const json& v, absl::string_view field,
-                                  std::optional<EngineEnum> (*parse)(std::string_view),
-                                  bool (*parse_proto)(const std::string&, ProtoEnum*),
-                                  absl::string_view choices) {
-  absl::StatusOr<std::string> name = GetString(v, field);
-  if (!name.ok()) return name.status();
-  ProtoEnum proto{};
-  if (parse_proto(*name, &proto)) return proto;
-  if (std::optional<EngineEnum> e = parse(*name)) return ToProto(*e);
-  return Invalid(field, absl::StrCat("unknown value '", *name, "' (expected ", choices, ")"));
-}
-
-absl::Status ParseDecoding(const json& obj, v1::DecodingOptions* d) {
-  if (!obj.is_object()) return Invalid("decoding", "must be an object");
-  for (const auto& [key, v] : obj.items()) {
-    const std::string field = absl::StrCat("decoding.", key);
-    if (v.is_null()) continue;
-    if (key == "schedule") {
-      DLLM_ASSIGN_OR_RETURN(
-          s, (GetEnum<v1::Schedule, Schedule>(v, field, &ParseSchedule, &v1::Schedule_Parse,
-                                              ScheduleNames())));
-      d->set_schedule(s);
-    } else if (key == "remasking") {
-      DLLM_ASSIGN_OR_RETURN(
-          r, (GetEnum<v1::Remasking, Remasking>(v, field, &ParseRemasking, &v1::Remasking_Parse,
-                                                RemaskingNames())));
-      d->set_remasking(r);
-    } else if (key == "steps") {
+// One value of a request field as JSON: numbers by the field's type; enums by the engine's
+// name ("block") or the proto's ("SCHEDULE_BLOCK").
+absl::StatusOr<ParamValue> GetParam(const ParamField& f, const json& v,
+                                    const google::protobuf::FieldDescriptor& proto_field) {
+  const std::string field = f.FullName();
+  switch (f.type) {
+    case ParamType::kInt32: {
       DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_steps(x);
-    } else if (key == "block_length") {
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_block_length(x);
-    } else if (key == "window") {
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_window(x);
-    } else if (key == "top_k") {
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      d->set_top_k(x);
-    } else if (key == "confidence_threshold") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_confidence_threshold(x);
-    } else if (key == "temperature") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_temperature(x);
-    } else if (key == "top_p") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_top_p(x);
-    } else if (key == "eps") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_eps(x);
-    } else if (key == "alg_temp") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      d->set_alg_temp(x);
-    } else if (key == "seed") {
+      return ParamValue(int64_t{x});
+    }
+    case ParamType::kUint64: {
       DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, field));
-      d->set_seed(x);
-    } else {
-      return Invalid(field, "unknown field");
+      return ParamValue(x);
+    }
+    case ParamType::kFloat: {
+      // +inf (tau's "never refresh because of entropy") has no JSON number: a large value.
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      return ParamValue(static_cast<double>(x));
+    }
+    case ParamType::kEnum: {
+      DLLM_ASSIGN_OR_RETURN(name, GetString(v, field));
+      if (const auto* proto = proto_field.enum_type()->FindValueByName(name);
+          proto != nullptr && proto->number() != 0) {
+        name = EngineEnumName(*proto);
+      }
+      for (size_t i = 0; i < f.choices.size(); ++i) {
+        if (f.choices[i] == name) return ParamValue(static_cast<int64_t>(i));
+      }
+      return Invalid(field,
+                     absl::StrCat("unknown value '", name, "' (expected ", DomainText(f), ")"));
     }
   }
-  return absl::OkStatus();
+  return Invalid(field, "unsupported type");
 }
 
-absl::Status ParseCache(const json& obj, v1::CacheOptions* c) {
-  if (!obj.is_object()) return Invalid("cache", "must be an object");
+// The "decoding" or "cache" object: the fields of engine/core/param_fields.h's table by name.
+absl::Status ParseParams(ParamSection section, const json& obj, v1::GenerateRequest* request) {
+  const absl::string_view section_name = SectionName(section);
+  if (!obj.is_object()) return Invalid(section_name, "must be an object");
   for (const auto& [key, v] : obj.items()) {
-    const std::string field = absl::StrCat("cache.", key);
     if (v.is_null()) continue;
-    if (key == "policy") {
-      DLLM_ASSIGN_OR_RETURN(
-          p, (GetEnum<v1::CachePolicy, CachePolicyKind>(
-                 v, field, &ParseCachePolicy, &v1::CachePolicy_Parse, CachePolicyNames())));
-      c->set_policy(p);
-    } else if (key == "entropy_threshold") {
-      // +inf ("never refresh because of entropy") has no JSON number: accept a large value.
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      c->set_entropy_threshold(x);
-    } else if (key == "recent_k") {
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      c->set_recent_k(x);
-    } else if (key == "refresh_interval") {
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
-      c->set_refresh_interval(x);
-    } else if (key == "shadow_sample_rate") {
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
-      c->set_shadow_sample_rate(x);
-    } else {
-      return Invalid(field, "unknown field");
+    const ParamField* f = FindParamField(section, key);
+    const google::protobuf::FieldDescriptor* proto = f ? ProtoFieldOf(*f) : nullptr;
+    if (f == nullptr || f->name != key || proto == nullptr) {
+      return Invalid(absl::StrCat(section_name, ".", key), "unknown field");
     }
+    DLLM_ASSIGN_OR_RETURN(value, GetParam(*f, v, *proto));
+    SetProtoParam(*f, value, request->mutable_decoding(), request->mutable_cache());
   }
   return absl::OkStatus();
 }
@@ -415,9 +373,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
                key == "logit_bias") {
       if (!IsOff(v)) return Invalid(key, "is not supported (only its default value)");
     } else if (key == "decoding") {
-      if (absl::Status st = ParseDecoding(v, req.mutable_decoding()); !st.ok()) return st;
+      if (absl::Status st = ParseParams(ParamSection::kDecoding, v, &req); !st.ok()) return st;
     } else if (key == "cache") {
-      if (absl::Status st = ParseCache(v, req.mutable_cache()); !st.ok()) return st;
+      if (absl::Status st = ParseParams(ParamSection::kCache, v, &req); !st.ok()) return st;
     } else {
       return Invalid(key, "unknown field");
     }

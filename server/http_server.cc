@@ -17,6 +17,7 @@
 #include "server/http_status_mapping.h"
 #include "server/http_step_json.h"
 #include "server/http_stop_sequences.h"
+#include "server/param_fields_doc.h"
 #include "server/playground_assets.h"
 #include "server/response_mapping.h"
 
@@ -273,6 +274,12 @@ class Routes final : public HttpRoutes {
       const std::string id = path.substr(std::string_view("/v1/models/").size());
       if (id != model_name_) return Reply(ErrorResponse(ModelNotFound(id)));
       return Reply(JsonResponse(200, DumpJson(ModelListJson(model_name_, Created())["data"][0])));
+    }
+    if (path == "/v1/dllm/fields") {
+      // The request fields' table (names, types, ranges, docs): no token, like the
+      // playground's files; it describes the API, not the server's data.
+      if (!get) return Reply(MethodNotAllowed(head));
+      return Reply(JsonResponse(200, DumpJson(ParamFieldsJson())));
     }
     if (path == "/v1/dllm/model_info") {
       if (!get) return Reply(MethodNotAllowed(head));

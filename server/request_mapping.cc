@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/core/status_macros.h"
+#include "proto/param_proto.h"
 
 namespace dllm {
 namespace {
@@ -55,107 +56,41 @@ absl::Status MapChat(const v1::ChatMessages& chat, const std::string& field,
 
 }  // namespace
 
+namespace {
+
+template <typename E>
+std::optional<E> EnumFromProto(int number, const google::protobuf::EnumDescriptor& type,
+                               std::optional<E> (*parse)(std::string_view)) {
+  const google::protobuf::EnumValueDescriptor* value = type.FindValueByNumber(number);
+  if (value == nullptr || value->number() == 0) return std::nullopt;
+  return parse(EngineEnumName(*value));
+}
+
+template <typename P, typename E>
+P EnumToProto(E value, const google::protobuf::EnumDescriptor& type) {
+  const google::protobuf::EnumValueDescriptor* v = ProtoEnumValue(type, Name(value));
+  return static_cast<P>(v != nullptr ? v->number() : 0);
+}
+
+}  // namespace
+
 std::optional<Schedule> FromProto(v1::Schedule s) {
-  switch (s) {
-    case v1::SCHEDULE_BLOCK:
-      return Schedule::kBlock;
-    case v1::SCHEDULE_TIMESTEP:
-      return Schedule::kTimestep;
-    case v1::SCHEDULE_WINDOW:
-      return Schedule::kWindow;
-    default:
-      return std::nullopt;
-  }
+  return EnumFromProto(s, *v1::Schedule_descriptor(), &ParseSchedule);
 }
-
 std::optional<Remasking> FromProto(v1::Remasking r) {
-  switch (r) {
-    case v1::REMASKING_LOW_CONFIDENCE:
-      return Remasking::kLowConfidence;
-    case v1::REMASKING_RANDOM:
-      return Remasking::kRandom;
-    case v1::REMASKING_ORIGIN:
-      return Remasking::kOrigin;
-    case v1::REMASKING_MASKGIT_PLUS:
-      return Remasking::kMaskgitPlus;
-    case v1::REMASKING_TOPK_MARGIN:
-      return Remasking::kTopkMargin;
-    case v1::REMASKING_ENTROPY:
-      return Remasking::kEntropy;
-    default:
-      return std::nullopt;
-  }
+  return EnumFromProto(r, *v1::Remasking_descriptor(), &ParseRemasking);
 }
-
 std::optional<CachePolicyKind> FromProto(v1::CachePolicy p) {
-  switch (p) {
-    case v1::CACHE_POLICY_NONE:
-      return CachePolicyKind::kNone;
-    case v1::CACHE_POLICY_ENTROPY:
-      return CachePolicyKind::kEntropy;
-    case v1::CACHE_POLICY_DUAL:
-      return CachePolicyKind::kDual;
-    case v1::CACHE_POLICY_INTERVAL:
-      return CachePolicyKind::kInterval;
-    case v1::CACHE_POLICY_PREFIX:
-      return CachePolicyKind::kPrefix;
-    case v1::CACHE_POLICY_D2CACHE:
-      return CachePolicyKind::kD2Cache;
-    case v1::CACHE_POLICY_ELASTIC:
-      return CachePolicyKind::kElastic;
-    default:
-      return std::nullopt;
-  }
+  return EnumFromProto(p, *v1::CachePolicy_descriptor(), &ParseCachePolicy);
 }
-
 v1::Schedule ToProto(Schedule s) {
-  switch (s) {
-    case Schedule::kBlock:
-      return v1::SCHEDULE_BLOCK;
-    case Schedule::kTimestep:
-      return v1::SCHEDULE_TIMESTEP;
-    case Schedule::kWindow:
-      return v1::SCHEDULE_WINDOW;
-  }
-  return v1::SCHEDULE_UNSPECIFIED;
+  return EnumToProto<v1::Schedule>(s, *v1::Schedule_descriptor());
 }
-
 v1::Remasking ToProto(Remasking r) {
-  switch (r) {
-    case Remasking::kLowConfidence:
-      return v1::REMASKING_LOW_CONFIDENCE;
-    case Remasking::kRandom:
-      return v1::REMASKING_RANDOM;
-    case Remasking::kOrigin:
-      return v1::REMASKING_ORIGIN;
-    case Remasking::kMaskgitPlus:
-      return v1::REMASKING_MASKGIT_PLUS;
-    case Remasking::kTopkMargin:
-      return v1::REMASKING_TOPK_MARGIN;
-    case Remasking::kEntropy:
-      return v1::REMASKING_ENTROPY;
-  }
-  return v1::REMASKING_UNSPECIFIED;
+  return EnumToProto<v1::Remasking>(r, *v1::Remasking_descriptor());
 }
-
 v1::CachePolicy ToProto(CachePolicyKind p) {
-  switch (p) {
-    case CachePolicyKind::kNone:
-      return v1::CACHE_POLICY_NONE;
-    case CachePolicyKind::kEntropy:
-      return v1::CACHE_POLICY_ENTROPY;
-    case CachePolicyKind::kDual:
-      return v1::CACHE_POLICY_DUAL;
-    case CachePolicyKind::kInterval:
-      return v1::CACHE_POLICY_INTERVAL;
-    case CachePolicyKind::kPrefix:
-      return v1::CACHE_POLICY_PREFIX;
-    case CachePolicyKind::kD2Cache:
-      return v1::CACHE_POLICY_D2CACHE;
-    case CachePolicyKind::kElastic:
-      return v1::CACHE_POLICY_ELASTIC;
-  }
-  return v1::CACHE_POLICY_UNSPECIFIED;
+  return EnumToProto<v1::CachePolicy>(p, *v1::CachePolicy_descriptor());
 }
 
 absl::Status CheckPromptLength(size_t prompt_tokens, const LimitsSection& limits) {
@@ -231,51 +166,19 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   out.max_new_tokens =
       request.has_max_new_tokens() ? request.max_new_tokens() : defaults.max_new_tokens;
 
-  // ---- decoding
-  const auto& d = request.decoding();
+  // ---- decoding and cache: the request's fields over the defaults
   DecodingParams& p = out.decoding;
+  CacheParams& k = out.cache;
   p = defaults.decoding;
-  if (d.schedule() != v1::SCHEDULE_UNSPECIFIED) {
-    std::optional<Schedule> s = FromProto(d.schedule());
-    if (!s) return Invalid("decoding.schedule", absl::StrCat("unknown value ", d.schedule()));
-    p.schedule = *s;
-  }
-  if (d.remasking() != v1::REMASKING_UNSPECIFIED) {
-    std::optional<Remasking> r = FromProto(d.remasking());
-    if (!r) return Invalid("decoding.remasking", absl::StrCat("unknown value ", d.remasking()));
-    p.remasking = *r;
-  }
-  if (d.has_steps()) p.steps = d.steps();
-  if (d.has_block_length()) {
-    p.block_length = d.block_length();
-  } else if (p.schedule == Schedule::kBlock && p.block_length > out.max_new_tokens &&
-             out.max_new_tokens >= 1) {
+  k = defaults.cache;
+  DLLM_ASSIGN_OR_RETURN(given, ReadProtoParams(request.decoding(), request.cache()));
+  given.ApplyTo(&p, &k);
+  if (!request.decoding().has_block_length() && p.schedule == Schedule::kBlock &&
+      p.block_length > out.max_new_tokens && out.max_new_tokens >= 1) {
     // A default block longer than a short answer would be rejected by the engine; one
     // block covering the whole answer is what the caller evidently wants.
     p.block_length = out.max_new_tokens;
   }
-  if (d.has_window()) p.window = d.window();
-  if (d.has_confidence_threshold()) p.confidence_threshold = d.confidence_threshold();
-  if (d.has_temperature()) p.temperature = d.temperature();
-  if (d.has_top_k()) p.top_k = d.top_k();
-  if (d.has_top_p()) p.top_p = d.top_p();
-  if (d.has_seed()) p.seed = d.seed();
-  if (d.has_eps()) p.eps = d.eps();
-  if (d.has_alg_temp()) p.alg_temp = d.alg_temp();
-
-  // ---- cache
-  const auto& c = request.cache();
-  CacheParams& k = out.cache;
-  k = defaults.cache;
-  if (c.policy() != v1::CACHE_POLICY_UNSPECIFIED) {
-    std::optional<CachePolicyKind> policy = FromProto(c.policy());
-    if (!policy) return Invalid("cache.policy", absl::StrCat("unknown value ", c.policy()));
-    k.policy = *policy;
-  }
-  if (c.has_entropy_threshold()) k.entropy_threshold = c.entropy_threshold();
-  if (c.has_recent_k()) k.recent_k = c.recent_k();
-  if (c.has_refresh_interval()) k.refresh_interval = c.refresh_interval();
-  if (c.has_shadow_sample_rate()) k.shadow_sample_rate = c.shadow_sample_rate();
   DLLM_RETURN_IF_ERROR(
       ValidateParams(out.max_new_tokens, p, k, ToParamLimits(limits, model.vocab_size)));
 

@@ -1,5 +1,7 @@
 #include "server/response_mapping.h"
 
+#include "proto/param_proto.h"
+
 namespace dllm {
 
 v1::FinishReason ToProto(FinishReason reason) {
@@ -66,26 +68,8 @@ void FillModelInfo(const ModelInfo& model, BackendKind backend, const RequestDef
   out->mutable_end_token_ids()->Assign(model.end_token_ids.begin(), model.end_token_ids.end());
   out->set_backend(std::string(BackendName(backend)));
   out->set_default_max_new_tokens(defaults.max_new_tokens);
-  const DecodingParams& d = defaults.decoding;
-  auto* od = out->mutable_default_decoding();
-  od->set_schedule(ToProto(d.schedule));
-  od->set_remasking(ToProto(d.remasking));
-  od->set_steps(d.steps);
-  od->set_block_length(d.block_length);
-  od->set_window(d.window);
-  od->set_confidence_threshold(d.confidence_threshold);
-  od->set_temperature(d.temperature);
-  od->set_top_k(d.top_k);
-  od->set_top_p(d.top_p);
-  od->set_seed(d.seed);
-  od->set_eps(d.eps);
-  od->set_alg_temp(d.alg_temp);
-  const CacheParams& c = defaults.cache;
-  auto* oc = out->mutable_default_cache();
-  oc->set_policy(ToProto(c.policy));
-  oc->set_entropy_threshold(c.entropy_threshold);
-  oc->set_recent_k(c.recent_k);
-  oc->set_refresh_interval(c.refresh_interval);
+  WriteProtoParams(defaults.decoding, defaults.cache, out->mutable_default_decoding(),
+                   out->mutable_default_cache());
   auto* l = out->mutable_limits();
   l->set_max_new_tokens(limits.max_new_tokens);
   l->set_max_prompt_tokens(limits.max_prompt_tokens);

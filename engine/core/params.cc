@@ -1,11 +1,11 @@
 #include "engine/core/params.h"
 
 #include <array>
-#include <cmath>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/core/param_fields.h"
 #include "engine/core/shortest_decimal.h"
 #include "engine/core/status_macros.h"
 
@@ -98,65 +98,15 @@ absl::Status InRange(absl::string_view field, T value, T lo, T hi, const ParamLi
   return Invalid(field, absl::StrCat(Num(value), " is outside [", Num(lo), ", ", Num(hi), "]"));
 }
 
-absl::Status DecodingFields(const DecodingParams& p, const ParamLimits& l) {
-  DLLM_RETURN_IF_ERROR(InRange("decoding.steps", p.steps, 0, l.max_steps, l, "max_steps"));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.block_length", p.block_length, 1, l.max_block_length, l,
-                               "max_block_length"));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.window", p.window, 1, l.max_window, l, "max_window"));
-  DLLM_RETURN_IF_ERROR(
-      InRange("decoding.confidence_threshold", p.confidence_threshold, 0.0f, 1.0f, l));
-  DLLM_RETURN_IF_ERROR(InRange("decoding.temperature", p.temperature, 0.0f, l.max_temperature, l,
-                               "max_temperature"));
-  if (l.vocab_size > 0 && p.top_k > l.vocab_size) {
-    return Invalid("decoding.top_k",
-                   absl::StrCat(p.top_k, " exceeds the vocabulary size (", l.vocab_size, ")"));
-  }
-  DLLM_RETURN_IF_ERROR(InRange("decoding.top_k", p.top_k, 0, 1 << 30, l));
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-    return Invalid("decoding.top_p", absl::StrCat(Num(p.top_p), " is outside (0, 1]"));
-  }
-  if (!(p.eps > 0.0f && p.eps < 1.0f)) {
-    return Invalid("decoding.eps", absl::StrCat(Num(p.eps), " is outside (0, 1)"));
-  }
-  return InRange("decoding.alg_temp", p.alg_temp, 0.0f, 100.0f, l);
-}
-
-absl::Status CacheFields(const CacheParams& c, const ParamLimits& l) {
-  bool allowed = false;
-  for (CachePolicyKind a : l.allowed_cache_policies) allowed |= (a == c.policy);
-  if (!allowed) {
-    return Invalid(
-        "cache.policy",
-        absl::StrCat("'", Name(c.policy), "' is not in ",
-                     l.section.empty() ? "the allowed cache policies"
-                                       : absl::StrCat(l.section, ".allowed_cache_policies")));
-  }
-  if (std::isnan(c.entropy_threshold)) {
-    return Invalid("cache.entropy_threshold",
-                   "must not be NaN (a negative tau means every step full, +inf never)");
-  }
-  DLLM_RETURN_IF_ERROR(InRange("cache.recent_k", c.recent_k, 0, 1 << 20, l));
-  DLLM_RETURN_IF_ERROR(
-      InRange("cache.refresh_interval", c.refresh_interval, 1, l.max_steps, l, "max_steps"));
-  DLLM_RETURN_IF_ERROR(InRange("cache.d2_current_k", c.d2_current_k, 1, 1 << 20, l));
-  DLLM_RETURN_IF_ERROR(InRange("cache.d2_rollout_p", c.d2_rollout_p, 0.0f, 1.0f, l));
-  if (!(c.d2_sigma > 0.0f && std::isfinite(c.d2_sigma))) {
-    return Invalid("cache.d2_sigma", absl::StrCat(Num(c.d2_sigma), " must be positive and finite"));
-  }
-  DLLM_RETURN_IF_ERROR(InRange("cache.elastic_gamma", c.elastic_gamma, -1.0f, 1.0f, l));
-  if (c.shadow_sample_rate) {
-    DLLM_RETURN_IF_ERROR(InRange("cache.shadow_sample_rate", *c.shadow_sample_rate, 0.0f,
-                                 l.max_shadow_sample_rate, l, "max_shadow_sample_rate"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateParamFields(const DecodingParams& decoding, const CacheParams& cache,
                                  const ParamLimits& limits) {
-  DLLM_RETURN_IF_ERROR(DecodingFields(decoding, limits));
-  return CacheFields(cache, limits);
+  for (const ParamField& field : ParamFields()) {
+    const std::optional<ParamValue> value = field.get(decoding, cache);
+    if (value) DLLM_RETURN_IF_ERROR(CheckParamValue(field, *value, limits));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateMaxNewTokens(int max_new_tokens, const ParamLimits& limits) {

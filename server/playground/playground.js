@@ -1,6 +1,7 @@
-// The playground's page logic: loads the served model's defaults and limits
-// (GET /v1/dllm/model_info), builds the decoding and cache knobs, and streams one or two
-// generations with per-step events ("stream_options": {"include_steps": true}).
+// The playground's page logic: builds the decoding and cache knobs from the server's table of
+// request fields (GET /v1/dllm/fields), fills them from the served model's defaults and
+// limits (GET /v1/dllm/model_info), and streams one or two generations with per-step events
+// ("stream_options": {"include_steps": true}).
 // Values are sent as typed: the server validates them and its message is shown verbatim.
 
 import { ApiError, getJson, postEvents } from "./sse.js";
@@ -9,118 +10,203 @@ import { RunView } from "./run_view.js";
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "dllm-playground-token";
 
-// proto enum name -> the name requests use.
-const lower = (name, prefix) => name.replace(prefix, "").toLowerCase();
-
-// The knobs, in order. `when` says which other knob values make it matter (it is then sent).
-const KNOBS = [
-  { key: "max_tokens", label: "Answer length (tokens)", type: "number" },
-  { key: "schedule", label: "Schedule", type: "select" },
-  { key: "block_length", label: "Block length", type: "number", when: { schedule: ["block"] } },
-  { key: "window", label: "Window (masks)", type: "number", when: { schedule: ["window"] } },
-  { key: "threshold", label: "Confidence threshold", type: "number", step: "0.05" },
-  { key: "steps", label: "Steps (0: default)", type: "number" },
-  { key: "temperature", label: "Temperature", type: "number", step: "0.1" },
-  { key: "seed", label: "Seed", type: "number" },
-  { key: "policy", label: "Cache policy", type: "select" },
-  { key: "tau", label: "τ (nats)", type: "number", step: "0.05", when: { policy: ["entropy"] } },
-  { key: "recent_k", label: "k (recent tokens)", type: "number",
-    when: { policy: ["entropy", "interval"] } },
-  { key: "refresh_interval", label: "Refresh interval", type: "number",
-    when: { policy: ["interval"] } },
-];
+// The fields kept in view; the others (read by every schedule or policy, or by the timestep
+// schedule only, and rarely changed) go under "More settings". A cache policy's own knobs
+// stay in view too, so a field added to the table for a policy shows up next to it.
+const IN_VIEW = new Set(["schedule", "steps", "block_length", "window", "confidence_threshold",
+                         "temperature", "seed", "policy"]);
+const inView = (f) => IN_VIEW.has(f.name) || f.policies.length > 0;
 
 let token = sessionStorage.getItem(TOKEN_KEY) ?? "";
+let fields = null;       // the table of /v1/dllm/fields, once loaded
+let fieldsLoad = null;   // its request in flight (or done), so that a reload asks only once
 let info = null;
 let running = null;  // AbortController of the generations in flight
 
-function knob(side, key) {
-  return $(`${side}-${key}`);
+function knob(side, name) {
+  return $(`${side}-${name}`);
+}
+
+// "confidence_threshold" -> "Confidence threshold", with the unit: "Recent k (tokens)"
+// (but "Steps", not "Steps (steps)").
+function labelText(f) {
+  const words = f.name.replaceAll("_", " ");
+  const text = words[0].toUpperCase() + words.slice(1);
+  return f.unit && !words.endsWith(f.unit) ? `${text} (${f.unit})` : text;
+}
+
+// The number input's step: fine for fields within [-1, 1] (thresholds, fractions).
+function stepOf(f) {
+  if (f.type !== "float") return "1";
+  const small = f.min !== null && f.max !== null && f.min >= -1 && f.max <= 1;
+  return small ? "0.05" : "0.1";
+}
+
+// One <label> holding a knob's input (or <select>) with id `${side}-${name}`.
+function knobLabel(side, name, text, help, select) {
+  const label = document.createElement("label");
+  label.dataset.knob = name;
+  label.append(text);
+  if (help) label.title = help;
+  const input = document.createElement(select ? "select" : "input");
+  input.id = `${side}-${name}`;
+  input.name = `${side}-${name}`;
+  if (!select) {
+    input.type = "number";
+    input.step = "1";
+    input.inputMode = "decimal";
+  }
+  input.addEventListener("change", () => updateRelevance(side));
+  label.append(input);
+  return label;
+}
+
+// The answer length is a top-level request field (max_tokens), not one of the table's.
+function buildAnswerLength(side) {
+  const label = knobLabel(side, "max_tokens", "Answer length (tokens)",
+                          "max_tokens: the answer canvas length, one cell per token");
+  $(`settings-${side}`).append(label);
+  knob(side, "max_tokens").min = "1";
 }
 
 function buildKnobs(side) {
   const fieldset = $(`settings-${side}`);
-  for (const k of KNOBS) {
-    const label = document.createElement("label");
-    label.dataset.knob = k.key;
-    label.append(k.label);
-    const input = document.createElement(k.type === "select" ? "select" : "input");
-    input.id = `${side}-${k.key}`;
-    input.name = `${side}-${k.key}`;
-    if (k.type === "number") {
-      input.type = "number";
-      input.step = k.step ?? "1";
-      input.inputMode = "decimal";
+  const more = document.createElement("details");
+  more.className = "more";
+  const summary = document.createElement("summary");
+  summary.textContent = "More settings";
+  const moreKnobs = document.createElement("div");
+  moreKnobs.className = "more-knobs";
+  more.append(summary, moreKnobs);
+  for (const f of fields) {
+    const help = `${f.section}.${f.name}: ${f.doc}. Range ${f.domain}${f.unit ? ` ${f.unit}` : ""}.`;
+    const label = knobLabel(side, f.name, labelText(f), help, f.type === "enum");
+    const input = label.querySelector("input, select");
+    if (f.type === "enum") {
+      setOptions(input, f.choices, f.default);
+    } else {
+      input.step = stepOf(f);
+      if (f.min !== null) input.min = String(f.min);
+      if (f.max !== null) input.max = String(f.max);
+      input.value = numberText(f, f.default);
     }
-    input.addEventListener("change", () => updateRelevance(side));
-    label.append(input);
-    fieldset.append(label);
+    (inView(f) ? fieldset : moreKnobs).append(label);
   }
+  fieldset.append(more);
+  updateRelevance(side);
+}
+
+// A float field's value as the server writes it: the table's defaults are doubles of floats
+// (0.0010000000474974513), shown as the shortest text of the same float (0.001).
+function floatText(x) {
+  for (let digits = 1; digits < 17; ++digits) {
+    const text = String(Number(x.toPrecision(digits)));
+    if (Math.fround(Number(text)) === Math.fround(x)) return text;
+  }
+  return String(x);
+}
+
+// A number field's text: "" when it has no value.
+function numberText(f, x) {
+  if (x === null || x === undefined) return "";
+  return f.type === "float" && typeof x === "number" ? floatText(x) : String(x);
 }
 
 function setOptions(select, values, selected) {
   select.replaceChildren(...values.map((v) => new Option(v, v, false, v === selected)));
 }
 
-function relevant(side, k) {
-  if (!k.when) return true;
-  return Object.entries(k.when).every(([other, values]) =>
-    values.includes(knob(side, other).value));
+// A field matters when the side's schedule and cache policy read it; the others are greyed
+// out and not sent (the server would ignore them, and the run title would list them).
+function relevant(side, f) {
+  const reads = (list, name) => list.length === 0 || list.includes(knob(side, name)?.value);
+  return reads(f.schedules, "schedule") && reads(f.policies, "policy");
 }
 
 function updateRelevance(side) {
-  for (const k of KNOBS) {
-    const label = knob(side, k.key).closest("label");
-    label.classList.toggle("off", !relevant(side, k));
+  for (const f of fields ?? []) {
+    knob(side, f.name).closest("label").classList.toggle("off", !relevant(side, f));
   }
 }
 
-// Fills both sides from the server's defaults and limits; side B compares with no cache.
+// A proto enum name from model_info ("SCHEDULE_BLOCK", "REMASKING_LOW_CONFIDENCE") as the
+// field's choice ("block", "low_confidence"); undefined when none (UNSPECIFIED).
+function choiceOf(f, protoName) {
+  const name = String(protoName ?? "").toLowerCase();
+  const matches = f.choices.filter((c) => name === c || name.endsWith(`_${c}`));
+  return matches.sort((x, y) => y.length - x.length)[0];
+}
+
+// Fills one side from the server's defaults (the field's own default where the model info
+// has none) and its limits as hints; side B compares with no cache.
+function applyDefaults(side, model) {
+  const defaults = { decoding: model.default_decoding ?? {}, cache: model.default_cache ?? {} };
+  const limits = model.limits ?? {};
+  const policyField = fields.find((f) => f.name === "policy");
+  const allowed = (limits.allowed_cache_policies ?? []).map((p) => choiceOf(policyField, p))
+                                                        .filter(Boolean);
+  for (const f of fields) {
+    const input = knob(side, f.name);
+    // The knobs of policies this server does not allow could never be used: not shown.
+    input.closest("label").hidden = f.policies.length > 0 &&
+                                    !f.policies.some((p) => allowed.includes(p));
+    const given = defaults[f.section]?.[f.name];
+    if (f.type === "enum") {
+      const value = choiceOf(f, given) ?? f.default;
+      if (f.name === "policy") {
+        const prefer = side === "a" ? "entropy" : "none";
+        const policy = allowed.includes(prefer) ? prefer
+                     : allowed.includes(value) ? value : allowed[0];
+        setOptions(input, allowed, policy);
+      } else {
+        setOptions(input, f.choices, value);
+      }
+      continue;
+    }
+    // Proto JSON writes int64/uint64 as strings: the text is kept as is (a seed above 2^53
+    // would lose bits as a number).
+    input.value = numberText(f, given ?? f.default);
+    // The limits as hints; the form does not enforce them (novalidate): the server does.
+    const limit = f.limit ? Number(limits[f.limit]) : 0;
+    if (limit > 0) input.max = String(limit);
+  }
+  const maxTokens = knob(side, "max_tokens");
+  maxTokens.value = String(Math.min(model.default_max_new_tokens || 32,
+                                    limits.max_new_tokens || 1e9));
+  if (limits.max_new_tokens) maxTokens.max = String(limits.max_new_tokens);
+  updateRelevance(side);
+}
+
 function applyInfo(model) {
   info = model;
-  const d = model.default_decoding ?? {};
-  const c = model.default_cache ?? {};
-  const limits = model.limits ?? {};
-  const policies = (limits.allowed_cache_policies ?? []).map((p) => lower(p, "CACHE_POLICY_"));
-  const schedule = lower(d.schedule ?? "SCHEDULE_BLOCK", "SCHEDULE_");
-  for (const side of ["a", "b"]) {
-    setOptions(knob(side, "schedule"), ["block", "window", "timestep"], schedule);
-    const policy = side === "a" ? (policies.includes("entropy") ? "entropy" : policies[0])
-                                : (policies.includes("none") ? "none" : policies[0]);
-    setOptions(knob(side, "policy"), policies, policy);
-    const values = {
-      max_tokens: Math.min(model.default_max_new_tokens || 32, limits.max_new_tokens || 1e9),
-      block_length: d.block_length ?? 32,
-      window: d.window ?? 32,
-      threshold: d.confidence_threshold ?? 0,
-      steps: d.steps ?? 0,
-      temperature: d.temperature ?? 0,
-      seed: Number(d.seed ?? 0),
-      tau: c.entropy_threshold ?? 0.5,
-      recent_k: c.recent_k ?? 32,
-      refresh_interval: c.refresh_interval ?? 8,
-    };
-    for (const [key, value] of Object.entries(values)) knob(side, key).value = String(value);
-    // The limits as hints; the form does not enforce them (novalidate): the server does.
-    const max = { max_tokens: limits.max_new_tokens, block_length: limits.max_block_length,
-                  window: limits.max_window, steps: limits.max_steps,
-                  temperature: limits.max_temperature, threshold: 1 };
-    for (const [key, value] of Object.entries(max)) {
-      if (value) knob(side, key).max = String(value);
-      knob(side, key).min = "0";
-    }
-    updateRelevance(side);
-  }
-  const l = limits;
+  for (const side of ["a", "b"]) applyDefaults(side, model);
+  const l = model.limits ?? {};
   $("model-line").textContent =
     `${model.model} (${model.family}, ${model.num_layers} layers, vocabulary ${model.vocab_size}, ` +
     `${model.backend} backend). Limits: ${l.max_new_tokens} answer tokens, block ≤ ` +
     `${l.max_block_length}, window ≤ ${l.max_window}, temperature ≤ ${l.max_temperature}.`;
 }
 
+// The table of fields needs no token: it is loaded once and builds both sides' knobs (with
+// the engine's defaults until the model info, which may wait for a token, fills them).
+function loadFields() {
+  fieldsLoad ??= getJson("/v1/dllm/fields", token).then(
+    (table) => {
+      fields = table.fields;
+      buildKnobs("a");
+      buildKnobs("b");
+    },
+    (e) => {
+      fieldsLoad = null;  // asked again on the next load (a new token)
+      throw e;
+    });
+  return fieldsLoad;
+}
+
 async function loadInfo() {
   try {
-    applyInfo(await getJson("/v1/dllm/model_info", token));
+    const [, model] = await Promise.all([loadFields(), getJson("/v1/dllm/model_info", token)]);
+    applyInfo(model);
     $("auth").hidden = !token;
     $("model-line").dataset.state = "ready";
   } catch (e) {
@@ -137,58 +223,72 @@ async function loadInfo() {
   }
 }
 
-// A number field: a number when it parses, else the text as typed (the server names the
-// field and says what is wrong with it).
-function value(side, key) {
-  const raw = knob(side, key).value.trim();
-  if (knob(side, key).type !== "number") return raw;
+// A knob's value as sent: undefined when empty (the server's default applies; for an
+// optional field such as shadow_sample_rate, unset is a value of its own). Numbers when they
+// parse, else the text as typed (the server names the field and says what is wrong with it).
+// A uint64 (the seed) is a number only while it is a safe integer: a larger JSON number
+// would reach the server rounded, so it goes as text and the server says so rather than
+// running with another seed.
+function value(side, name, type) {
+  const raw = knob(side, name).value.trim();
   if (raw === "") return undefined;
+  if (type === "enum") return raw;
   const n = Number(raw);
-  return Number.isFinite(n) ? n : raw;
+  if (!Number.isFinite(n)) return raw;
+  if (type === "uint64" && !Number.isSafeInteger(n)) return raw;
+  return n;
+}
+
+// A block longer than the answer means one block of the whole answer, but the server refuses
+// it (block_length must divide max_new_tokens) rather than guess. The form's default block is
+// often longer than a short answer, so it is clamped to the answer length here: the same
+// canvas as the server's own default shortened to the answer, and the run title says so.
+function clampBlock(body) {
+  const d = body.decoding;
+  const answer = body.max_tokens ?? info?.default_max_new_tokens;
+  if (d.schedule === "block" && Number.isInteger(d.block_length) && Number.isInteger(answer) &&
+      answer > 0 && d.block_length > answer) {
+    d.block_length = answer;
+  }
 }
 
 function requestBody(side) {
   const chat = document.querySelector("input[name=mode]:checked").value === "chat";
   const prompt = $("prompt").value;
-  const relevantValue = (key) =>
-    relevant(side, KNOBS.find((k) => k.key === key)) ? value(side, key) : undefined;
-  const decoding = {
-    schedule: value(side, "schedule"),
-    block_length: relevantValue("block_length"),
-    window: relevantValue("window"),
-    confidence_threshold: value(side, "threshold"),
-  };
-  const steps = value(side, "steps");
-  if (steps !== 0) decoding.steps = steps;
-  const cache = {
-    policy: value(side, "policy"),
-    entropy_threshold: relevantValue("tau"),
-    recent_k: relevantValue("recent_k"),
-    refresh_interval: relevantValue("refresh_interval"),
-  };
   const body = {
     model: info?.model ?? "",
-    max_tokens: value(side, "max_tokens"),
-    temperature: value(side, "temperature"),
-    seed: value(side, "seed"),
     stream: true,
     stream_options: { include_steps: true },
-    decoding,
-    cache,
+    decoding: {},
+    cache: {},
   };
+  const maxTokens = value(side, "max_tokens", "int32");
+  if (maxTokens !== undefined) body.max_tokens = maxTokens;
+  for (const f of fields ?? []) {
+    if (!relevant(side, f)) continue;
+    const v = value(side, f.name, f.type);
+    if (v !== undefined) (body[f.section] ??= {})[f.name] = v;
+  }
+  clampBlock(body);
   if (chat) body.messages = [{ role: "user", content: prompt }];
   else body.prompt = prompt;
-  return { path: chat ? "/v1/chat/completions" : "/v1/completions", body: JSON.parse(JSON.stringify(body)) };
+  return { path: chat ? "/v1/chat/completions" : "/v1/completions", body };
 }
 
+// "A: block block_length=16 confidence_threshold=0, entropy entropy_threshold=0.3
+// recent_k=8": the schedule and policy with the fields only they read, as sent. (The fields'
+// aliases are shorter, but some are single letters that say little out of a command line.)
 function title(side, body) {
-  const c = body.cache;
   const d = body.decoding;
-  let cache = c.policy;
-  if (c.policy === "entropy") cache += ` τ=${c.entropy_threshold} k=${c.recent_k}`;
-  if (c.policy === "interval") cache += ` every ${c.refresh_interval} k=${c.recent_k}`;
-  const span = d.schedule === "block" ? ` ${d.block_length}` : d.schedule === "window" ? ` ${d.window}` : "";
-  return `${side.toUpperCase()}: ${d.schedule}${span}, threshold ${d.confidence_threshold}, ${cache}`;
+  const c = body.cache;
+  const knobs = (section, key) => (fields ?? [])
+    .filter((f) => f.section === section && f[key].length > 0 && body[section][f.name] !== undefined)
+    .map((f) => ` ${f.name}=${body[section][f.name]}`)
+    .join("");
+  const schedule = d.schedule ?? "default schedule";
+  const policy = c.policy ?? "default cache";
+  return `${side.toUpperCase()}: ${schedule}${knobs("decoding", "schedules")}, ` +
+         `${policy}${knobs("cache", "policies")}`;
 }
 
 async function run(side, view, request, signal) {
@@ -247,8 +347,8 @@ async function generate(event) {
 }
 
 function init() {
-  buildKnobs("a");
-  buildKnobs("b");
+  buildAnswerLength("a");
+  buildAnswerLength("b");
   $("token").value = token;
   $("token").addEventListener("change", () => {
     // The browser fires "change" again when the field loses focus; reloading then would reset

@@ -2,6 +2,7 @@
 #include "client/client_options.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,34 @@ TEST_CASE("client options: generation options are typed") {
       Parse({"stream", "--max-new-tokens", "16", "--threshold=0.9", "--cache", "prefix"});
   CHECK(o.command == "stream");
   CHECK(o.max_new_tokens == 16);
-  CHECK(o.threshold == 0.9f);
-  CHECK(o.cache == "prefix");
+  CHECK(o.params.Get<float>("decoding.confidence_threshold") == 0.9f);
+  CHECK(o.params.Get<CachePolicyKind>("cache.policy") == CachePolicyKind::kPrefix);
   CHECK(Error({"generate", "--max-new-tokens", "x"}).find("--max-new-tokens") == 0);
   CHECK(Parse({"load"}).requests == 10);  // load's default when neither bound is given
+}
+
+TEST_CASE("client options: every request field is a flag, by name or alias") {
+  const ClientOptions o = Parse({"generate", "--d2-rollout-p", "0.05", "--d2_current_k=16",
+                                 "--sigma", "4", "--gamma=0.8", "--tau", "inf", "--k", "64",
+                                 "--policy", "elastic", "--schedule", "window", "--w", "16"});
+  CHECK(o.params.Get<float>("cache.d2_rollout_p") == 0.05f);
+  CHECK(o.params.Get<int>("cache.d2_current_k") == 16);
+  CHECK(o.params.Get<float>("cache.d2_sigma") == 4.0f);
+  CHECK(o.params.Get<float>("cache.elastic_gamma") == 0.8f);
+  CHECK(std::isinf(*o.params.Get<float>("cache.entropy_threshold")));
+  CHECK(o.params.Get<int>("cache.recent_k") == 64);
+  CHECK(o.params.Get<CachePolicyKind>("cache.policy") == CachePolicyKind::kElastic);
+  CHECK(o.params.Get<Schedule>("decoding.schedule") == Schedule::kWindow);
+  CHECK(o.params.Get<int>("decoding.window") == 16);
+  CHECK_FALSE(o.params.Get<float>("decoding.top_p").has_value());
+  CHECK(Error({"generate", "--gamma", "x"}) == "--gamma: cache.elastic_gamma: 'x' is not a number");
+  CHECK(Error({"generate", "--cache", "lru"}) ==
+        "--cache: cache.policy: unknown value 'lru' (expected "
+        "none|entropy|dual|interval|prefix|d2cache|elastic)");
+  // The usage text lists every field with its range, from the same table.
+  const std::string usage = ClientUsage();
+  CHECK(usage.find("--d2-rollout-p (--rollout-p) [0, 1]") != std::string::npos);
+  CHECK(usage.find("--elastic-gamma (--gamma) [-1, 1]") != std::string::npos);
 }
 
 TEST_CASE("client options: flags are Abseil flags read once, defaults restored") {
@@ -68,7 +93,7 @@ TEST_CASE("client options: flags are Abseil flags read once, defaults restored")
   CHECK(o.address == "h:1");
   CHECK(o.max_new_tokens == 8);  // the flag's own name (underscores) works too
   CHECK(o.tls);
-  CHECK(o.seed == 7u);
+  CHECK(o.params.Get<uint64_t>("decoding.seed") == 7u);
   CHECK(o.ids == std::vector<int32_t>{1, 2});
   CHECK(*o.prompt == "--json");  // after "--" everything is positional
   CHECK_FALSE(o.json);

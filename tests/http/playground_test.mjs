@@ -41,10 +41,11 @@ async function setKnobs(page, side, s) {
   };
   if (s.policy !== undefined) await page.selectOption(`#${side}-policy`, s.policy);
   if (s.schedule !== undefined) await page.selectOption(`#${side}-schedule`, s.schedule);
+  // The knobs' ids are the request fields' names (GET /v1/dllm/fields), `${side}-${name}`.
   await fill("max_tokens", s.max_tokens);
   await fill("block_length", s.block_length);
-  await fill("threshold", s.threshold);
-  await fill("tau", s.tau);
+  await fill("confidence_threshold", s.threshold);
+  await fill("entropy_threshold", s.tau);
   await fill("recent_k", s.recent_k);
   await fill("seed", s.seed);
 }
@@ -131,7 +132,7 @@ async function pageScenario(browser) {
   assert.match(empty.error ?? "", /prompt: must not be empty/);
   await page.check("input[name=mode][value=chat]");
   await page.fill("#prompt", settings.prompt);
-  await page.fill("#a-threshold", "2");
+  await page.fill("#a-confidence_threshold", "2");
   await generate(page);
   const range = await panel(page, 0);
   assert.equal(range.state, "error");

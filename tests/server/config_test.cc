@@ -29,8 +29,8 @@ TEST_CASE("config: shipped default.yaml parses and matches the built-in defaults
   CHECK(c->limits.allowed_cache_policies == builtin.limits.allowed_cache_policies);
   CHECK(c->metrics.port == builtin.metrics.port);
   CHECK_FALSE(c->decoding.max_new_tokens.has_value());  // the model's own default
-  CHECK_FALSE(c->decoding.steps.has_value());
-  CHECK_FALSE(c->cache.policy.has_value());
+  CHECK_FALSE(c->decoding.fields.Get<int>("decoding.steps").has_value());
+  CHECK_FALSE(c->cache.fields.Get<CachePolicyKind>("cache.policy").has_value());
   CHECK(c->cache.shadow_max_time_fraction == builtin.cache.shadow_max_time_fraction);
   CHECK_FALSE(c->tls.enabled());
   CHECK_FALSE(c->auth.enabled());
@@ -64,11 +64,11 @@ logging: {level: debug, format: json}
   CHECK_FALSE(c->server.warmup);
   CHECK(c->engine.backend == BackendKind::kCuda);
   CHECK(c->engine.kv_budget_bytes == 123456789012);
-  CHECK(c->decoding.schedule == Schedule::kWindow);
-  CHECK(c->decoding.remasking == Remasking::kTopkMargin);
-  CHECK(c->decoding.steps == 16);
-  CHECK(c->decoding.seed == 18446744073709551615ull);
-  CHECK(c->cache.policy == CachePolicyKind::kInterval);
+  CHECK(c->decoding.fields.Get<Schedule>("decoding.schedule") == Schedule::kWindow);
+  CHECK(c->decoding.fields.Get<Remasking>("decoding.remasking") == Remasking::kTopkMargin);
+  CHECK(c->decoding.fields.Get<int>("decoding.steps") == 16);
+  CHECK(c->decoding.fields.Get<uint64_t>("decoding.seed") == 18446744073709551615ull);
+  CHECK(c->cache.fields.Get<CachePolicyKind>("cache.policy") == CachePolicyKind::kInterval);
   CHECK(c->cache.shadow_sample_rate == 0.25f);
   CHECK(c->cache.shadow_max_time_fraction == 0.5);
   CHECK_FALSE(c->cache.autotune.enabled);

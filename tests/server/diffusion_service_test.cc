@@ -301,7 +301,7 @@ TEST_CASE("service: drain lets in-flight requests finish; timed-out ones end UNA
 
 TEST_CASE("service: Tokenize and GetModelInfo") {
   ServerConfig config;
-  config.decoding.block_length = 8;
+  REQUIRE(config.decoding.fields.SetTo("decoding.block_length", 8).ok());
   config.limits.max_steps = 77;
   Harness h(config);
   grpc::ClientContext context;

@@ -36,10 +36,10 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   const ModelInfo model = TestModel();
   DecodingDefaults config_decoding;
   config_decoding.max_new_tokens = 48;
-  config_decoding.block_length = 16;
-  config_decoding.temperature = 0.5f;
+  REQUIRE(config_decoding.fields.SetTo("decoding.block_length", 16).ok());
+  REQUIRE(config_decoding.fields.SetTo("decoding.temperature", 0.5f).ok());
   CacheDefaults config_cache;
-  config_cache.policy = CachePolicyKind::kInterval;
+  REQUIRE(config_cache.fields.SetTo("cache.policy", CachePolicyKind::kInterval).ok());
   const RequestDefaults defaults = ResolveRequestDefaults(model, config_decoding, config_cache);
 
   v1::GenerateRequest r = Prompt("hi");
