@@ -521,24 +521,25 @@ nlohmann::json DecodingJson(const DecodingParams& d) {
   return j;
 }
 
+// The policy's own knobs (the cache fields of engine/core/param_fields.h that name it), and a
+// shadow rate when the setting has one, keyed by their short spec names ("tau", "rollout_p").
 nlohmann::json PolicyParams(const CacheParams& c) {
   nlohmann::json j = nlohmann::json::object();
-  if (c.policy == CachePolicyKind::kEntropy) {
-    j["tau"] = std::isfinite(c.entropy_threshold)
-                   ? nlohmann::json(c.entropy_threshold)
-                   : nlohmann::json(c.entropy_threshold > 0 ? "inf" : "-inf");
-    j["k"] = c.recent_k;
-  } else if (c.policy == CachePolicyKind::kInterval) {
-    j["n"] = c.refresh_interval;
-    j["k"] = c.recent_k;
-  } else if (c.policy == CachePolicyKind::kD2Cache) {
-    j["current_k"] = c.d2_current_k;
-    j["rollout_p"] = Round(c.d2_rollout_p, 6);
-    j["sigma"] = Round(c.d2_sigma, 6);
-  } else if (c.policy == CachePolicyKind::kElastic) {
-    j["gamma"] = Round(c.elastic_gamma, 6);
+  const DecodingParams unused;
+  for (const ParamField& f : ParamFields()) {
+    if (f.section != ParamSection::kCache) continue;
+    const bool own = std::find(f.policies.begin(), f.policies.end(), c.policy) != f.policies.end();
+    const std::optional<ParamValue> value = f.get(unused, c);
+    if (!value || !(own || (f.optional && f.policies.empty()))) continue;
+    const std::string key(f.alias.empty() ? f.name : f.alias);
+    if (f.type != ParamType::kFloat) {
+      j[key] = std::get<int64_t>(*value);
+    } else if (const double x = std::get<double>(*value); std::isfinite(x)) {
+      j[key] = Round(x, 6);
+    } else {
+      j[key] = x > 0 ? "inf" : "-inf";
+    }
   }
-  if (c.shadow_sample_rate) j["shadow"] = Round(*c.shadow_sample_rate, 6);
   return j;
 }
 

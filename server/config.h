@@ -102,7 +102,7 @@ struct MetricsSection {
   int port = 9400;  // Prometheus exposer port (/metrics); 0 disables metrics
 };
 
-// OpenAI-compatible HTTP API (server/http_server.h). Off unless a port is set; it shares the
+// OpenAI-compatible HTTP API (server/http/http_server.h). Off unless a port is set; it shares the
 // gRPC side's engine queue, limits, auth, TLS (tls: section) and drain.
 struct HttpSection {
   std::string address = "0.0.0.0";  // listen host

@@ -33,15 +33,15 @@
 #include "server/auth.h"
 #include "server/command_line.h"
 #include "server/config.h"
-#include "server/diffusion_service.h"
+#include "server/grpc/diffusion_service.h"
 #include "server/gateway.h"
-#include "server/grpc_listener.h"
-#include "server/http_server.h"
+#include "server/grpc/grpc_listener.h"
+#include "server/http/http_server.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/server_flags.h"
-#include "server/tls_credentials.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/warmup.h"
 
 namespace dllm {
@@ -228,7 +228,7 @@ int Run(int argc, char** argv) {
   DiffusionService service(&gateway);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // The gRPC port's socket is ours (server/grpc_listener.h): a drain can close it.
+  // The gRPC port's socket is ours (server/grpc/grpc_listener.h): a drain can close it.
   absl::StatusOr<std::unique_ptr<GrpcListener>> grpc_listener =
       GrpcListener::Bind(config.server.address);
   if (!grpc_listener.ok()) return fail("listen", grpc_listener.status());

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "server/diffusion_service.h"
+#include "server/grpc/diffusion_service.h"
 #include "tests/support/grpc_harness.h"
 
 namespace dllm {

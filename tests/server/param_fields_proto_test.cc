@@ -15,7 +15,7 @@
 #include "engine/core/param_fields.h"
 #include "proto/param_proto.h"
 #include "server/config.h"
-#include "server/http_openai_mapping.h"
+#include "server/http/http_openai_mapping.h"
 #include "server/request_mapping.h"
 #include "tests/support/param_values.h"
 

@@ -3,7 +3,7 @@
 # (EntropyCache's E) predict the K/V drift and output change of a cached step t+1?
 #
 # Usage: tools/entropy_drift/run.sh [BUILD_BIN_DIR] [OUT_DIR] [TASK_LIMIT]
-# (defaults: build/bin, docs/entropy-drift, 300). Needs dllm-bench, python3 and gnuplot.
+# (defaults: build/bin, docs/results/entropy-drift, 300). Needs dllm-bench, python3 and gnuplot.
 #
 # Setting: policy interval:n=2 makes every even step full and every odd step partial, so each
 # partial step t+1 reads a cache that was exact at step t; its drift is caused by step t's
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-build/bin}
-OUT=${2:-docs/entropy-drift}
+OUT=${2:-docs/results/entropy-drift}
 LIMIT=${3:-300}
 mkdir -p "$OUT"
 for model in llada-tiny dream-tiny; do

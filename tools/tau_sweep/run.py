@@ -12,7 +12,7 @@ Greedy decoding, so both runs decode the same tokens; only the timings differ.
 Writes OUT/<model>.csv (one row per tau), OUT/tau-sweep.png (accuracy, speed-up, mismatch and
 drift against tau, both models) and prints the markdown tables of docs/tau-sweep.md.
 
-Usage: tools/tau_sweep/run.py [--bin-dir build/bin] [--out docs/tau-sweep] [--limit 300]
+Usage: tools/tau_sweep/run.py [--bin-dir build/bin] [--out docs/results/tau-sweep] [--limit 300]
                               [--model NAME=DIR[,TASKS]]...
 Needs gnuplot for the PNG.
 """
@@ -107,7 +107,7 @@ def write_plot(out_dir, names):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin-dir", default=os.path.join(SOURCE_DIR, "build", "bin"))
-    parser.add_argument("--out", default=os.path.join(SOURCE_DIR, "docs", "tau-sweep"))
+    parser.add_argument("--out", default=os.path.join(SOURCE_DIR, "docs", "results", "tau-sweep"))
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--model", action="append", default=[],
                         help="NAME=DIR[,TASKS] (default: the two tiny models)")

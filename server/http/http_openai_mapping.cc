@@ -1,0 +1,484 @@
+#include "server/http/http_openai_mapping.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/core/param_fields.h"
+#include "engine/core/status_macros.h"
+#include "proto/param_proto.h"
+#include "server/config.h"
+#include "server/request_mapping.h"
+
+namespace dllm {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxStops = 4;  // as OpenAI
+constexpr size_t kMaxStopBytes = 256;
+
+absl::Status Invalid(absl::string_view field, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+const char* TypeName(const json& v) { return v.type_name(); }
+
+absl::StatusOr<int32_t> GetInt32(const json& v, absl::string_view field) {
+  if (!v.is_number_integer()) {
+    return Invalid(field, absl::StrCat("must be an integer, not ", TypeName(v)));
+  }
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      return Invalid(field, absl::StrCat(u, " is out of range"));
+    }
+    return static_cast<int32_t>(u);
+  }
+  const int64_t i = v.get<int64_t>();
+  if (i < std::numeric_limits<int32_t>::min() || i > std::numeric_limits<int32_t>::max()) {
+    return Invalid(field, absl::StrCat(i, " is out of range"));
+  }
+  return static_cast<int32_t>(i);
+}
+
+absl::StatusOr<uint64_t> GetUint64(const json& v, absl::string_view field) {
+  if (!v.is_number_integer()) {
+    return Invalid(field, absl::StrCat("must be an integer, not ", TypeName(v)));
+  }
+  if (!v.is_number_unsigned() && v.get<int64_t>() < 0) {
+    return Invalid(field, absl::StrCat(v.get<int64_t>(), " must be >= 0"));
+  }
+  return v.get<uint64_t>();
+}
+
+absl::StatusOr<float> GetFloat(const json& v, absl::string_view field) {
+  if (!v.is_number()) return Invalid(field, absl::StrCat("must be a number, not ", TypeName(v)));
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return Invalid(field, "must be finite");
+  return static_cast<float>(d);
+}
+
+absl::StatusOr<bool> GetBool(const json& v, absl::string_view field) {
+  if (!v.is_boolean()) return Invalid(field, absl::StrCat("must be a boolean, not ", TypeName(v)));
+  return v.get<bool>();
+}
+
+absl::StatusOr<std::string> GetString(const json& v, absl::string_view field) {
+  if (!v.is_string()) return Invalid(field, absl::StrCat("must be a string, not ", TypeName(v)));
+  return v.get<std::string>();
+}
+
+// One value of a request field as JSON: numbers by the field's type; enums by the engine's
+// name ("block") or the proto's ("SCHEDULE_BLOCK").
+absl::StatusOr<ParamValue> GetParam(const ParamField& f, const json& v,
+                                    const google::protobuf::FieldDescriptor& proto_field) {
+  const std::string field = f.FullName();
+  switch (f.type) {
+    case ParamType::kInt32: {
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, field));
+      return ParamValue(int64_t{x});
+    }
+    case ParamType::kUint64: {
+      DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, field));
+      return ParamValue(x);
+    }
+    case ParamType::kFloat: {
+      // +inf (tau's "never refresh because of entropy") has no JSON number: a large value.
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, field));
+      return ParamValue(static_cast<double>(x));
+    }
+    case ParamType::kEnum: {
+      DLLM_ASSIGN_OR_RETURN(name, GetString(v, field));
+      if (const auto* proto = proto_field.enum_type()->FindValueByName(name);
+          proto != nullptr && proto->number() != 0) {
+        name = EngineEnumName(*proto);
+      }
+      for (size_t i = 0; i < f.choices.size(); ++i) {
+        if (f.choices[i] == name) return ParamValue(static_cast<int64_t>(i));
+      }
+      return Invalid(field,
+                     absl::StrCat("unknown value '", name, "' (expected ", DomainText(f), ")"));
+    }
+  }
+  return Invalid(field, "unsupported type");
+}
+
+// The "decoding" or "cache" object: the fields of engine/core/param_fields.h's table by name.
+absl::Status ParseParams(ParamSection section, const json& obj, v1::GenerateRequest* request) {
+  const absl::string_view section_name = SectionName(section);
+  if (!obj.is_object()) return Invalid(section_name, "must be an object");
+  for (const auto& [key, v] : obj.items()) {
+    if (v.is_null()) continue;
+    const ParamField* f = FindParamField(section, key);
+    const google::protobuf::FieldDescriptor* proto = f ? ProtoFieldOf(*f) : nullptr;
+    if (f == nullptr || f->name != key || proto == nullptr) {
+      return Invalid(absl::StrCat(section_name, ".", key), "unknown field");
+    }
+    DLLM_ASSIGN_OR_RETURN(value, GetParam(*f, v, *proto));
+    SetProtoParam(*f, value, request->mutable_decoding(), request->mutable_cache());
+  }
+  return absl::OkStatus();
+}
+
+// Chat content: a string, or an array of {"type": "text", "text": ...} parts.
+absl::StatusOr<std::string> ParseContent(const json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return std::string();
+  if (!v.is_array()) return Invalid(field, "must be a string or an array of text parts");
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string part = absl::StrCat(field, "[", i, "]");
+    const json& p = v[i];
+    if (!p.is_object() || !p.contains("type") || p["type"] != "text" || !p.contains("text") ||
+        !p["text"].is_string()) {
+      return Invalid(part, "only {\"type\": \"text\", \"text\": ...} parts are supported");
+    }
+    text += p["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ParseMessages(const json& v, v1::ChatMessages* chat) {
+  if (!v.is_array()) return Invalid("messages", "must be an array");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = absl::StrCat("messages[", i, "]");
+    const json& m = v[i];
+    if (!m.is_object()) return Invalid(field, "must be an object");
+    v1::ChatMessage* out = chat->add_messages();
+    for (const auto& [key, value] : m.items()) {
+      const std::string sub = absl::StrCat(field, ".", key);
+      if (key == "role") {
+        DLLM_ASSIGN_OR_RETURN(role, GetString(value, sub));
+        out->set_role(role);
+      } else if (key == "content") {
+        DLLM_ASSIGN_OR_RETURN(content, ParseContent(value, sub));
+        out->set_content(content);
+      } else if (key == "name") {
+        // OpenAI's participant name: accepted and ignored (templates have no slot for it).
+      } else {
+        return Invalid(sub, "unknown field");
+      }
+    }
+    if (!m.contains("role")) return Invalid(absl::StrCat(field, ".role"), "is required");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrompt(const json& v, v1::GenerateRequest* request) {
+  if (v.is_string()) {
+    request->set_prompt(v.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v.is_array()) return Invalid("prompt", "must be a string or an array");
+  if (v.size() == 1 && v[0].is_string()) {
+    request->set_prompt(v[0].get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v.empty() && v[0].is_number_integer()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      DLLM_ASSIGN_OR_RETURN(id, GetInt32(v[i], absl::StrCat("prompt[", i, "]")));
+      request->mutable_token_ids()->add_ids(id);
+    }
+    return absl::OkStatus();
+  }
+  return Invalid("prompt",
+                 "must be a string, one string in an array, or an array of token ids "
+                 "(batched prompts are not supported)");
+}
+
+// Fields that OpenAI clients may send with their "off" value; anything else is unsupported.
+bool IsOff(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+         (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty());
+}
+
+json CacheStatsJson(const v1::CacheStats& c) {
+  return {{"steps", c.steps()},
+          {"full_steps", c.full_steps()},
+          {"partial_steps", c.partial_steps()},
+          {"refresh_ratio", c.refresh_ratio()},
+          {"rows_computed", c.rows_computed()},
+          {"mean_committed_entropy", c.mean_committed_entropy()},
+          {"max_committed_entropy", c.max_committed_entropy()}};
+}
+
+json TimingsJson(const v1::Timings& t) {
+  return {{"queue_seconds", t.queue_seconds()},
+          {"first_commit_seconds", t.first_commit_seconds()},
+          {"total_seconds", t.total_seconds()},
+          {"decision_seconds", t.decision_seconds()}};
+}
+
+json UsageJson(const v1::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens()},
+          {"completion_tokens", u.generated_tokens()},
+          {"total_tokens", u.prompt_tokens() + u.generated_tokens()}};
+}
+
+bool IsChat(const OpenAiRequest& r) { return r.endpoint == OpenAiEndpoint::kChatCompletions; }
+
+json Envelope(const OpenAiRequest& request, const std::string& id, int64_t created,
+              const char* chat_object, const char* completion_object) {
+  return {{"id", id},
+          {"object", IsChat(request) ? chat_object : completion_object},
+          {"created", created},
+          {"model", request.model}};
+}
+
+// A JSON DOM costs far more than its text: a 4 MB body of nested arrays became ~145 MB of
+// nlohmann::json nodes (and the allocator kept them). Bound the nesting depth and the number
+// of values with one pass over the text before any node is built. Strings are skipped, so
+// brackets inside them do not count; malformed JSON is left to the parser.
+absl::Status CheckJsonShape(std::string_view body) {
+  int depth = 0;
+  int64_t values = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > kMaxJsonDepth) {
+          return Invalid("body",
+                         absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
+        }
+        [[fallthrough]];
+      case ',':
+        if (++values > kMaxJsonValues) {
+          return Invalid("body", absl::StrCat("more than ", kMaxJsonValues, " JSON values"));
+        }
+        break;
+      case ']':
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  if (absl::Status st = CheckJsonShape(body); !st.ok()) return st;
+  json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Invalid("body", "is not valid JSON");
+  if (!root.is_object()) return Invalid("body", "must be a JSON object");
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  v1::GenerateRequest& req = out.request;
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  const char* input_key = chat ? "messages" : "prompt";
+  std::optional<int32_t> max_tokens;
+  bool has_model = false;
+  bool has_input = false;
+  for (const auto& [key, v] : root.items()) {
+    if (key == "model") {
+      DLLM_ASSIGN_OR_RETURN(m, GetString(v, key));
+      out.model = m;
+      has_model = true;
+    } else if (key == input_key) {
+      has_input = true;
+      if (chat) {
+        if (absl::Status st = ParseMessages(v, req.mutable_chat()); !st.ok()) return st;
+      } else if (absl::Status st = ParsePrompt(v, &req); !st.ok()) {
+        return st;
+      }
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
+      if (max_tokens && *max_tokens != n) {
+        return Invalid(key, "max_tokens and max_completion_tokens disagree");
+      }
+      max_tokens = n;
+      req.set_max_new_tokens(n);
+      out.field_names.emplace_back("max_new_tokens", key);
+    } else if (key == "temperature" || key == "top_p") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, key));
+      if (key == "temperature") {
+        req.mutable_decoding()->set_temperature(x);
+      } else {
+        req.mutable_decoding()->set_top_p(x);
+      }
+      out.field_names.emplace_back(absl::StrCat("decoding.", key), key);
+    } else if (key == "top_k") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+      req.mutable_decoding()->set_top_k(x);
+      out.field_names.emplace_back("decoding.top_k", key);
+    } else if (key == "seed") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, key));
+      req.mutable_decoding()->set_seed(x);
+      out.field_names.emplace_back("decoding.seed", key);
+    } else if (key == "n") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+      if (x != 1) return Invalid("n", absl::StrCat(x, " is not supported (only n = 1)"));
+    } else if (key == "stream") {
+      if (v.is_null()) continue;
+      DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
+      out.stream = b;
+    } else if (key == "stream_options") {
+      if (v.is_null()) continue;
+      if (!v.is_object()) return Invalid(key, "must be an object");
+      for (const auto& [k, x] : v.items()) {
+        // Usage is always sent in the final chunk, so include_usage changes nothing.
+        if (k != "include_usage" && k != "include_steps") {
+          return Invalid(absl::StrCat(key, ".", k), "unknown field");
+        }
+        if (!x.is_null() && !x.is_boolean()) {
+          return Invalid(absl::StrCat(key, ".", k), "must be a boolean");
+        }
+        if (k == "include_steps") out.include_steps = x.is_boolean() && x.get<bool>();
+      }
+    } else if (key == "stop") {
+      if (v.is_null()) continue;
+      const json list = v.is_string() ? json::array({v}) : v;
+      if (!list.is_array() || list.size() > kMaxStops) {
+        return Invalid("stop", absl::StrCat("must be a string or an array of at most ", kMaxStops,
+                                            " strings"));
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
+        if (s.size() > kMaxStopBytes) {
+          return Invalid(absl::StrCat("stop[", i, "]"),
+                         absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
+        }
+        if (!s.empty()) out.stop.push_back(s);
+      }
+    } else if (key == "user") {
+      if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");
+    } else if (key == "logprobs" || key == "presence_penalty" || key == "frequency_penalty" ||
+               key == "logit_bias") {
+      if (!IsOff(v)) return Invalid(key, "is not supported (only its default value)");
+    } else if (key == "decoding") {
+      if (absl::Status st = ParseParams(ParamSection::kDecoding, v, &req); !st.ok()) return st;
+    } else if (key == "cache") {
+      if (absl::Status st = ParseParams(ParamSection::kCache, v, &req); !st.ok()) return st;
+    } else {
+      return Invalid(key, "unknown field");
+    }
+  }
+  if (!has_model) return Invalid("model", "is required");
+  if (!has_input) return Invalid(input_key, "is required");
+  if (out.include_steps && !out.stream) {
+    return Invalid("stream_options.include_steps", "needs \"stream\": true");
+  }
+  if (chat) {
+    out.field_names.emplace_back("chat.messages", "messages");
+  } else if (req.has_token_ids()) {
+    out.field_names.emplace_back("token_ids.ids", "prompt");
+  }
+  return out;
+}
+
+absl::Status RenameFieldInError(const absl::Status& status, const OpenAiRequest& request) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  const absl::string_view message = status.message();
+  for (const auto& [proto, json_name] : request.field_names) {
+    if (absl::StartsWith(message, proto)) {
+      const absl::string_view rest = message.substr(proto.size());
+      if (rest.empty() || rest[0] == ':' || rest[0] == '[' || rest[0] == '.') {
+        return absl::InvalidArgumentError(absl::StrCat(json_name, rest));
+      }
+    }
+  }
+  return status;
+}
+
+json OpenAiFinishReason(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_EOS:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    default:
+      return nullptr;
+  }
+}
+
+json CompletionResponseJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                            const v1::GenerateResponse& response) {
+  json out = Envelope(request, id, created, "chat.completion", "text_completion");
+  json choice = {{"index", 0},
+                 {"finish_reason", OpenAiFinishReason(response.finish_reason())},
+                 {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    choice["message"] = {{"role", "assistant"}, {"content", response.text()}};
+  } else {
+    choice["text"] = response.text();
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(response.usage());
+  out["cache_stats"] = CacheStatsJson(response.cache_stats());
+  out["timings"] = TimingsJson(response.timings());
+  return out;
+}
+
+json DeltaChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                    std::string_view delta, bool first) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    json d = {{"content", std::string(delta)}};
+    if (first) d["role"] = "assistant";
+    choice["delta"] = std::move(d);
+  } else {
+    choice["text"] = std::string(delta);
+  }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                    const v1::GenerateResponse& response) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  json choice = {{"index", 0},
+                 {"finish_reason", OpenAiFinishReason(response.finish_reason())},
+                 {"logprobs", nullptr}};
+  if (IsChat(request)) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(response.usage());
+  out["cache_stats"] = CacheStatsJson(response.cache_stats());
+  out["timings"] = TimingsJson(response.timings());
+  return out;
+}
+
+json ModelListJson(const std::string& model, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model},
+                                 {"object", "model"},
+                                 {"created", created},
+                                 {"owned_by", "dllm-serve"}}})}};
+}
+
+std::string DumpJson(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace dllm

@@ -1,0 +1,473 @@
+#include "server/http/http_server.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/engine_request_link.h"
+#include "server/http/http_generation.h"
+#include "server/http/http_openai_mapping.h"
+#include "server/http/http_status_mapping.h"
+#include "server/http/http_step_json.h"
+#include "server/http/http_stop_sequences.h"
+#include "server/http/param_fields_doc.h"
+#include "server/http/playground_assets.h"
+#include "server/response_mapping.h"
+
+namespace dllm {
+namespace {
+
+constexpr char kJson[] = "application/json";
+using nlohmann::json;
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = kJson;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse ErrorResponse(const absl::Status& status) {
+  HttpResponse r = JsonResponse(ToHttpError(status).status, HttpErrorBody(status));
+  // 429 is overload only (a full queue): worth retrying soon. Requests that can never fit
+  // are 400s, which SDKs do not retry.
+  if (r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+// Passes committed deltas through the request's stop strings; ends the engine request as
+// soon as one is found. Returns the text to emit.
+std::string ApplyStops(HttpGeneration& call, StopSequences& stops, const std::string& delta) {
+  if (stops.empty()) return delta;
+  std::string out = stops.Append(delta);
+  if (stops.stopped()) call.StopBySequence();
+  return out;
+}
+
+// With stop strings the answer is what passed them; finish_reason "stop" when one matched.
+void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
+                       v1::GenerateResponse* final) {
+  if (stops.empty()) return;
+  final->set_text(emitted + stops.Finish());
+  if (stops.stopped()) final->set_finish_reason(v1::FINISH_REASON_EOS);
+}
+
+// ------------------------------------------------------------ generation replies
+
+// A non-streamed completion: one JSON response once the engine's final event arrived.
+class UnaryCompletion final : public HttpResponseSource {
+ public:
+  UnaryCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
+                  std::string response_id, int64_t created)
+      : call_(std::move(call)),
+        request_(std::move(request)),
+        response_id_(std::move(response_id)),
+        created_(created),
+        stops_(request_.stop) {}
+
+  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+
+  HttpOutput Poll() override {
+    HttpGeneration::Taken taken = call_->Take();
+    for (const HttpGeneration::Item& item : taken.items) {
+      if (!item.step) text_ += ApplyStops(*call_, stops_, item.delta);
+    }
+    if (!taken.final) return {};
+    call_->SetWake(nullptr);
+    HttpOutput out;
+    out.end = true;
+    if (!taken.status.ok()) {
+      out.head = ErrorResponse(taken.status);
+      return out;
+    }
+    ApplyStopsToFinal(stops_, text_, &*taken.final);
+    out.head = JsonResponse(
+        200, DumpJson(CompletionResponseJson(request_, response_id_, created_, *taken.final)));
+    return out;
+  }
+
+  void Abandon() override {
+    call_->SetWake(nullptr);
+    call_->link().Cancel();  // the engine ends it within one step
+  }
+
+ private:
+  const std::shared_ptr<HttpGeneration> call_;
+  const OpenAiRequest request_;
+  const std::string response_id_;
+  const int64_t created_;
+  StopSequences stops_;
+  std::string text_;
+};
+
+// A streamed completion (SSE): the role chunk, one event per non-empty committed delta (and
+// per step with stream_options.include_steps), the final chunk, then [DONE].
+class StreamedCompletion final : public HttpResponseSource {
+ public:
+  // `tokenizer` (the engine's) renders step events' tokens; it outlives every request.
+  StreamedCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
+                     std::string response_id, int64_t created, const Tokenizer* tokenizer)
+      : call_(std::move(call)),
+        request_(std::move(request)),
+        response_id_(std::move(response_id)),
+        created_(created),
+        tokenizer_(tokenizer),
+        stops_(request_.stop) {}
+
+  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+
+  HttpOutput Poll() override {
+    HttpOutput out;
+    if (first_) {
+      first_ = false;
+      HttpResponse head;
+      head.content_type = "text/event-stream";
+      head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+      head.streamed = true;
+      out.head = std::move(head);
+      AddEvent(&out, DumpJson(DeltaChunkJson(request_, response_id_, created_, "", true)));
+    }
+    HttpGeneration::Taken taken = call_->Take();
+    for (const HttpGeneration::Item& item : taken.items) {
+      if (item.step) {
+        if (request_.include_steps) {
+          AddEvent(&out, DumpJson(StepEventJson(*item.step, *tokenizer_, response_id_,
+                                                !item.provisional_dropped)));
+        }
+        continue;
+      }
+      AddDelta(&out, ApplyStops(*call_, stops_, item.delta));
+    }
+    if (taken.final) {
+      call_->SetWake(nullptr);
+      if (taken.status.ok() && !stops_.empty()) {
+        const std::string rest = stops_.Finish();
+        AddDelta(&out, rest);
+        ApplyStopsToFinal(stops_, emitted_, &*taken.final);
+      }
+      AddEvent(&out, taken.status.ok()
+                         ? DumpJson(FinalChunkJson(request_, response_id_, created_, *taken.final))
+                         : HttpErrorBody(taken.status));
+      AddEvent(&out, "[DONE]");
+      out.end = true;
+    }
+    return out;
+  }
+
+  void Abandon() override {
+    call_->SetWake(nullptr);
+    call_->link().Cancel();
+  }
+
+ private:
+  static void AddEvent(HttpOutput* out, const std::string& payload) {
+    absl::StrAppend(&out->data, "data: ", payload, "\n\n");
+  }
+  void AddDelta(HttpOutput* out, const std::string& text) {
+    if (text.empty()) return;
+    if (!stops_.empty()) emitted_ += text;  // only kept when there are stop strings
+    AddEvent(out, DumpJson(DeltaChunkJson(request_, response_id_, created_, text, false)));
+  }
+
+  const std::shared_ptr<HttpGeneration> call_;
+  const OpenAiRequest request_;
+  const std::string response_id_;
+  const int64_t created_;
+  const Tokenizer* const tokenizer_;
+  StopSequences stops_;
+  std::string emitted_;
+  bool first_ = true;
+};
+
+// ------------------------------------------------------------ routes
+
+class Routes final : public HttpRoutes {
+ public:
+  Routes(const ServerConfig& config, Gateway* gateway)
+      : gateway_(gateway), model_name_(config.http.model_name) {
+    if (model_name_.empty()) {
+      model_name_ = std::filesystem::path(config.engine.model).lexically_normal().filename();
+      if (model_name_.empty()) {
+        model_name_ =
+            std::filesystem::path(config.engine.model).lexically_normal().parent_path().filename();
+      }
+      if (model_name_.empty()) model_name_ = "dllm";
+    }
+  }
+
+  // Before any body byte is read: refuse what must never be read. Compressed bodies are not
+  // inflated, chunked ones not accepted, and an unauthenticated caller must not make the
+  // server read anything. Malformed heads (control characters, repeated Content-Length) and
+  // framing that proxies and we might read differently (RFC 9112 section 6.3) never get
+  // here: the listener's head check refuses them.
+  std::optional<HttpResponse> Precheck(const HttpRequestHead& head) override {
+    const char* method = GenerationMethod(head);
+    auto refuse = [&](int http_status, std::string_view message, std::string_view code,
+                      absl::StatusCode status_code) {
+      if (method != nullptr) {
+        gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()),
+                             absl::Status(status_code, std::string(message)), nullptr, absl::Now(),
+                             "http");
+      }
+      return JsonResponse(http_status, HttpErrorBody(message, "invalid_request_error", code));
+    };
+    if (head.Header("Transfer-Encoding")) {
+      return refuse(411,
+                    "Transfer-Encoding request bodies (chunked) are not accepted: send "
+                    "Content-Length",
+                    "length_required", absl::StatusCode::kInvalidArgument);
+    }
+    if (const auto header = head.Header("Content-Encoding");
+        header && !absl::EqualsIgnoreCase(std::string(*header), "identity")) {
+      const std::string encoding(*header);
+      return refuse(415,
+                    absl::StrCat("Content-Encoding '", encoding,
+                                 "' is not accepted: send the request body uncompressed"),
+                    "unsupported_encoding", absl::StatusCode::kInvalidArgument);
+    }
+    if (method != nullptr) {
+      Engine* engine = nullptr;
+      if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
+          !st.ok()) {
+        gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()), st, nullptr,
+                             absl::Now(), "http");
+        return ErrorResponse(st);
+      }
+    }
+    return std::nullopt;
+  }
+
+  HttpReply Handle(HttpRequest request) override {
+    const HttpRequestHead& head = request.head;
+    const bool get = head.method == "GET" || head.method == "HEAD";
+    const std::string& path = head.path;
+    if (path == "/v1/chat/completions" || path == "/v1/completions") {
+      if (head.method != "POST") return Reply(MethodNotAllowed(head));
+      return Generate(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
+                                                : OpenAiEndpoint::kChatCompletions,
+                      GenerationMethod(head), request);
+    }
+    if (path == "/health") {
+      if (!get) return Reply(MethodNotAllowed(head));
+      const bool serving = gateway_->Serving();
+      return Reply(JsonResponse(serving ? 200 : 503, serving ? R"({"status":"serving"})"
+                                                             : R"({"status":"not_serving"})"));
+    }
+    if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
+      if (!get) return Reply(MethodNotAllowed(head));
+      Engine* engine = nullptr;
+      if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
+          !st.ok()) {
+        return Reply(ErrorResponse(st));
+      }
+      if (path == "/v1/models") {
+        return Reply(JsonResponse(200, DumpJson(ModelListJson(model_name_, Created()))));
+      }
+      const std::string id = path.substr(std::string_view("/v1/models/").size());
+      if (id != model_name_) return Reply(ErrorResponse(ModelNotFound(id)));
+      return Reply(JsonResponse(200, DumpJson(ModelListJson(model_name_, Created())["data"][0])));
+    }
+    if (path == "/v1/dllm/fields") {
+      // The request fields' table (names, types, ranges, docs): no token, like the
+      // playground's files; it describes the API, not the server's data.
+      if (!get) return Reply(MethodNotAllowed(head));
+      return Reply(JsonResponse(200, DumpJson(ParamFieldsJson())));
+    }
+    if (path == "/v1/dllm/model_info") {
+      if (!get) return Reply(MethodNotAllowed(head));
+      return Reply(ModelInfo(head));
+    }
+    // The playground: static files compiled into the binary, no token needed (they hold no
+    // data; every API call they make carries the token the page asks for).
+    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+      const bool match = asset.name == "index.html"
+                             ? path == "/"
+                             : path == absl::StrCat("/playground/", std::string(asset.name));
+      if (!match) continue;
+      if (!get) return Reply(MethodNotAllowed(head));
+      HttpResponse r;
+      r.content_type = std::string(asset.content_type);
+      r.body = std::string(asset.body);
+      r.headers = {{"Cache-Control", "no-cache"},
+                   {"X-Content-Type-Options", "nosniff"},
+                   {"Content-Security-Policy",
+                    "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                    "base-uri 'none'; frame-ancestors 'none'"}};
+      return Reply(std::move(r));
+    }
+    return Reply(
+        JsonResponse(404, HttpErrorBody(absl::StrCat("no route for ", head.method, " ", path),
+                                        "not_found_error", "not_found")));
+  }
+
+  HttpResponse Refusal(const HttpRequestHead* head, int status, std::string_view message,
+                       std::string_view code) override {
+    std::string text(message);
+    if (status == 413) absl::StrAppend(&text, " (server.max_receive_message_bytes)");
+    // A refused generation call is a finished call like any other (gRPC counts a message
+    // over its size limit as RESOURCE_EXHAUSTED).
+    if (const char* method = head != nullptr ? GenerationMethod(*head) : nullptr) {
+      gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()),
+                           absl::Status(status == 413   ? absl::StatusCode::kResourceExhausted
+                                        : status >= 500 ? absl::StatusCode::kInternal
+                                                        : absl::StatusCode::kInvalidArgument,
+                                        text),
+                           nullptr, absl::Now(), "http");
+    }
+    const std::string_view type = status >= 500 ? "internal_error" : "invalid_request_error";
+    return JsonResponse(status, HttpErrorBody(text, type, code));
+  }
+
+ private:
+  static HttpReply Reply(HttpResponse response) { return HttpReply{std::move(response), nullptr}; }
+
+  // The gRPC method name a generation call is counted under, or null for other requests.
+  static const char* GenerationMethod(const HttpRequestHead& head) {
+    if (head.method != "POST") return nullptr;
+    return head.path == "/v1/chat/completions" ? "ChatCompletions"
+           : head.path == "/v1/completions"    ? "Completions"
+                                               : nullptr;
+  }
+
+  static HttpResponse MethodNotAllowed(const HttpRequestHead& head) {
+    return JsonResponse(
+        405, HttpErrorBody(absl::StrCat("method ", head.method, " not allowed on ", head.path),
+                           "invalid_request_error", "method_not_allowed"));
+  }
+
+  static int64_t Created() { return absl::ToUnixSeconds(absl::Now()); }
+
+  static absl::Status ModelNotFound(const std::string& model) {
+    return absl::NotFoundError(absl::StrCat("model: '", model, "' is not served here"));
+  }
+
+  // Diffusion-specific: GetModelInfo's answer (model, effective defaults, limits) as JSON,
+  // with proto field names; the playground reads its knobs' ranges from it.
+  HttpResponse ModelInfo(const HttpRequestHead& head) {
+    v1::GetModelInfoResponse info;
+    if (absl::Status st = gateway_->DescribeModel(head.Header("Authorization"), &info); !st.ok()) {
+      return ErrorResponse(st);
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    std::string body;
+    if (!google::protobuf::util::MessageToJsonString(info, &body, options).ok()) {
+      return ErrorResponse(absl::InternalError("model info: cannot render as JSON"));
+    }
+    json out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    out.erase("model_dir");  // a server path: nothing a browser needs
+    out["model"] = model_name_;
+    return JsonResponse(200, DumpJson(out));
+  }
+
+  HttpReply Generate(OpenAiEndpoint endpoint, const char* method, const HttpRequest& req) {
+    const absl::Time start = absl::Now();
+    const std::string log_id = gateway_->LogId(v1::GenerateRequest());
+    const std::optional<std::string_view> authorization = req.head.Header("Authorization");
+    auto reject = [&](const absl::Status& status) {
+      gateway_->RecordCall(method, log_id, status, nullptr, start, "http");
+      return Reply(ErrorResponse(status));
+    };
+    Engine* engine = nullptr;
+    if (absl::Status st = gateway_->CheckAvailable(authorization, &engine); !st.ok()) {
+      return reject(st);
+    }
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
+    if (!parsed.ok()) return reject(parsed.status());
+    if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
+    absl::StatusOr<Gateway::Admitted> admitted =
+        gateway_->Admit(authorization, absl::InfiniteFuture(), parsed->request, log_id);
+    if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
+    admitted->request.step_events = parsed->include_steps;
+
+    auto call = std::make_shared<HttpGeneration>(gateway_, method, log_id, start);
+    absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
+    if (!id.ok()) return reject(RenameFieldInError(id.status(), *parsed));
+    call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
+
+    std::string response_id =
+        absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", log_id);
+    HttpReply reply;
+    if (parsed->stream) {
+      reply.source = std::make_shared<StreamedCompletion>(std::move(call), *std::move(parsed),
+                                                          std::move(response_id), Created(),
+                                                          &admitted->engine->tokenizer());
+    } else {
+      reply.source = std::make_shared<UnaryCompletion>(std::move(call), *std::move(parsed),
+                                                       std::move(response_id), Created());
+    }
+    return reply;
+  }
+
+  Gateway* const gateway_;
+  std::string model_name_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig& config,
+                                                              Gateway* gateway, Logger* logger) {
+  HttpListenerOptions options;
+  if (config.tls.enabled()) {
+    for (const auto& [key, path] :
+         {std::pair<const char*, const std::string*>{"tls.cert", &config.tls.cert},
+          {"tls.key", &config.tls.key},
+          {"tls.client_ca", &config.tls.client_ca}}) {
+      if (!path->empty() && access(path->c_str(), R_OK) != 0) {
+        return absl::NotFoundError(absl::StrCat(key, ": cannot read '", *path, "'"));
+      }
+    }
+    options.tls_cert = config.tls.cert;
+    options.tls_key = config.tls.key;
+    options.tls_client_ca = config.tls.client_ca;
+  }
+  options.address = config.http.address;
+  options.port = config.http.port;
+  options.threads = config.http.threads;
+  options.max_connections = config.http.max_connections;
+  options.max_body_bytes = static_cast<size_t>(config.server.max_receive_message_bytes);
+  options.read_timeout = absl::Seconds(config.http.read_timeout_seconds);
+  options.write_timeout = absl::Seconds(config.http.read_timeout_seconds);
+  // Idle keep-alive connections cost little now, but a timeout shorter than a client's own
+  // idle timeout makes it reuse sockets the server just closed (connection resets): 5 s,
+  // advertised in Keep-Alive, is what clients expect.
+  options.idle_timeout = absl::Seconds(5);
+  options.max_requests_per_connection = 1000;
+  std::unique_ptr<HttpServer> out(new HttpServer());
+  options.log = [logger, limiter = out->accept_log_limiter_.get()](std::string_view event,
+                                                                   std::string_view detail) {
+    int64_t suppressed = 0;
+    if (!limiter->Admit(absl::Now(), &suppressed)) return;
+    logger->Warning(std::string(event),
+                    {{"detail", std::string(detail)}, {"suppressed", suppressed}});
+  };
+  out->routes_ = std::make_unique<Routes>(config, gateway);
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener =
+      HttpListener::Start(std::move(options), out->routes_.get());
+  if (!listener.ok()) return listener.status();
+  out->listener_ = *std::move(listener);
+  return out;
+}
+
+HttpServer::HttpServer() : accept_log_limiter_(std::make_unique<LogRateLimiter>(1)) {}
+
+HttpServer::~HttpServer() {
+  if (listener_ != nullptr) listener_->Stop(absl::ZeroDuration());
+}
+
+int HttpServer::port() const { return listener_->port(); }
+
+void HttpServer::StopAccepting() { listener_->StopAccepting(); }
+
+bool HttpServer::Stop(absl::Duration timeout) { return listener_->Stop(timeout); }
+
+}  // namespace dllm

@@ -1,0 +1,1 @@
+#include "server/http/http_server.h"

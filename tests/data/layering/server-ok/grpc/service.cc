@@ -1,0 +1,2 @@
+#include "server/gateway.h"
+#include "server/grpc/status_mapping.h"

@@ -1,0 +1,2 @@
+#include "server/gateway.h"
+#include "server/http/http_server.h"

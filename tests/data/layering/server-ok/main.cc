@@ -1,0 +1,2 @@
+#include "server/grpc/service.h"
+#include "server/http/routes.h"

@@ -1,0 +1,403 @@
+// The HTTP listener over loopback sockets, with routes that answer at once or when a test
+// says so: connection limits and deadlines, framing refusals, half-close, disconnects, stop.
+#include "server/http/http_listener.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace dllm {
+namespace {
+
+HttpResponse Text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/plain";
+  r.body = std::move(body);
+  return r;
+}
+
+// A reply the test completes (Finish) or watches being abandoned.
+class ManualSource final : public HttpResponseSource {
+ public:
+  void Start(std::function<void()> wake) override {
+    absl::MutexLock lock(&mu_);
+    wake_ = std::move(wake);
+  }
+  HttpOutput Poll() override {
+    absl::MutexLock lock(&mu_);
+    HttpOutput out;
+    if (ready_) {
+      out.head = Text(200, "done");
+      out.end = true;
+      ready_ = false;
+      wake_ = nullptr;  // the contract: no wake after the end (it holds the listener's executor)
+    }
+    return out;
+  }
+  void Abandon() override {
+    absl::MutexLock lock(&mu_);
+    wake_ = nullptr;
+    abandoned = true;
+  }
+  void Finish() {
+    absl::MutexLock lock(&mu_);
+    ready_ = true;
+    if (wake_) wake_();
+  }
+  std::atomic<bool> abandoned{false};
+
+ private:
+  absl::Mutex mu_;
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class FakeRoutes final : public HttpRoutes {
+ public:
+  std::optional<HttpResponse> Precheck(const HttpRequestHead& head) override {
+    if (head.Header("x-refuse")) return Text(403, "refused before the body");
+    return std::nullopt;
+  }
+  HttpReply Handle(HttpRequest request) override {
+    if (request.head.path == "/slow") {
+      auto source = std::make_shared<ManualSource>();
+      absl::MutexLock lock(&mu_);
+      sources_.push_back(source);
+      return HttpReply{{}, source};
+    }
+    return HttpReply{
+        Text(200, absl::StrCat(request.head.method, " ", request.head.path, " ", request.body)),
+        nullptr};
+  }
+  HttpResponse Refusal(const HttpRequestHead*, int status, std::string_view message,
+                       std::string_view) override {
+    return Text(status, std::string(message));
+  }
+  // The n-th /slow reply (0-based), once it exists (waits up to 5 s).
+  std::shared_ptr<ManualSource> Source(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, n] {
+      mu_.AssertHeld();
+      return sources_.size() > n;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(5));
+    return sources_.size() > n ? sources_[n] : nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<ManualSource>> sources_ ABSL_GUARDED_BY(mu_);
+};
+
+class Client {
+ public:
+  explicit Client(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Client() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool connected() const { return connected_; }
+  int fd() const { return fd_; }
+  void Send(std::string_view bytes) {
+    REQUIRE(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
+  // Bytes until `done(received)` holds, the peer closes, or `timeout` passes.
+  std::string Read(absl::Duration timeout,
+                   const std::function<bool(const std::string&)>& done = nullptr) {
+    std::string out;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!(done && done(out))) {
+      const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (wait_ms <= 0) break;
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(wait_ms)) != 1) break;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        closed_ = true;
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  // One whole response (head and Content-Length body), or what came within 5 s.
+  std::string ReadResponse() { return Read(absl::Seconds(5), Complete); }
+  // True when the server closes the connection within `timeout`.
+  bool ClosedWithin(absl::Duration timeout) {
+    Read(timeout);
+    return closed_;
+  }
+
+  static bool Complete(const std::string& s) {
+    size_t start = 0;
+    while (absl::StartsWith(s.substr(start), "HTTP/1.1 100 ")) {
+      const size_t end = s.find("\r\n\r\n", start);
+      if (end == std::string::npos) return false;
+      start = end + 4;
+    }
+    const size_t end = s.find("\r\n\r\n", start);
+    if (end == std::string::npos) return false;
+    const size_t cl = s.find("Content-Length: ", start);
+    if (cl == std::string::npos || cl > end) return true;
+    size_t length = 0;
+    const size_t eol = s.find("\r\n", cl);
+    if (!absl::SimpleAtoi(s.substr(cl + 16, eol - cl - 16), &length)) return false;
+    return s.size() >= end + 4 + length;
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+  bool closed_ = false;
+};
+
+std::string Body(const std::string& response) {
+  const size_t end = response.rfind("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+struct Fixture {
+  explicit Fixture(HttpListenerOptions options = {}) {
+    options.address = "127.0.0.1";
+    options.port = 0;
+    absl::StatusOr<std::unique_ptr<HttpListener>> started =
+        HttpListener::Start(std::move(options), &routes);
+    REQUIRE(started.ok());
+    listener = *std::move(started);
+  }
+  FakeRoutes routes;
+  std::unique_ptr<HttpListener> listener;
+  int port() const { return listener->port(); }
+};
+
+TEST_CASE("http listener: malformed heads are described, naming the header") {
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\nHost: x\r\n\r\n") == std::nullopt);
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\nHost x\r\n\r\n") ==
+        "header line 1 ('Host x') has no colon");
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\nHost: x\r\nX-Probe: a\rb\r\n\r\n") ==
+        "header X-Probe: control character in its value");
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\nHost : x\r\n\r\n") ==
+        "header Host : invalid character in its name (whitespace before the colon?)");
+  CHECK(DescribeMalformedHead(
+            "POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 40\r\n\r\n{}") ==
+        "more than one Content-Length header");
+  CHECK(DescribeMalformedHead(
+            "POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+        "both Content-Length and Transfer-Encoding");
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\n: x\r\n\r\n") ==
+        "header line 1 (': x') has no name");
+}
+
+TEST_CASE("http listener: keep-alive and pipelined requests are answered in order") {
+  Fixture f;
+  Client c(f.port());
+  REQUIRE(c.connected());
+  c.Send(
+      "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz");
+  const std::string both = c.Read(
+      absl::Seconds(5), [](const std::string& s) { return absl::EndsWith(s, "POST /b xyz"); });
+  const size_t first = both.find("GET /a ");
+  const size_t second = both.find("POST /b xyz");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(first < second);
+  CHECK(absl::StartsWith(both, "HTTP/1.1 200 OK\r\n"));
+  CHECK(both.find("Connection: keep-alive") < first);
+}
+
+TEST_CASE("http listener: a malformed request gets a 400 naming the problem, then a close") {
+  Fixture f;
+  for (const char* head :
+       {"GET / HTTP/1.1\r\nHost x\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nX-Probe: a\rb\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        "Content-Length: 40\r\n\r\n{}"}) {
+    INFO(head);
+    Client c(f.port());
+    c.Send(head);
+    const std::string reply = c.ReadResponse();
+    CHECK(absl::StartsWith(reply, "HTTP/1.1 400 Bad Request\r\n"));
+    CHECK(reply.find("Connection: close") != std::string::npos);
+    CHECK(DescribeMalformedHead(head) == Body(reply));
+    CHECK(c.ClosedWithin(absl::Seconds(3)));
+  }
+}
+
+TEST_CASE("http listener: Precheck refuses before the body is read") {
+  Fixture f;
+  Client c(f.port());
+  c.Send("POST / HTTP/1.1\r\nHost: x\r\nX-Refuse: 1\r\nContent-Length: 100000000\r\n\r\n");
+  const std::string reply = c.ReadResponse();
+  CHECK(absl::StartsWith(reply, "HTTP/1.1 403 "));
+  CHECK(Body(reply) == "refused before the body");
+  CHECK(c.ClosedWithin(absl::Seconds(3)));
+}
+
+TEST_CASE("http listener: bodies over the limit are refused, by Content-Length or chunked") {
+  HttpListenerOptions options;
+  options.max_body_bytes = 10;
+  Fixture f(options);
+  {
+    Client c(f.port());
+    c.Send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n");
+    CHECK(absl::StartsWith(c.ReadResponse(), "HTTP/1.1 413 "));
+  }
+  {
+    Client c(f.port());
+    c.Send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n");
+    c.Send("8\r\n12345678\r\n0\r\n\r\n");
+    CHECK(absl::StartsWith(c.ReadResponse(), "HTTP/1.1 413 "));
+  }
+  {
+    Client c(f.port());
+    c.Send(
+        "POST /ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    CHECK(Body(c.ReadResponse()) == "POST /ok abc");
+  }
+}
+
+TEST_CASE("http listener: Expect: 100-continue gets its interim response before the body") {
+  Fixture f;
+  Client c(f.port());
+  c.Send("POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
+  CHECK(c.Read(absl::Seconds(5), [](const std::string& s) { return s.size() >= 25; }) ==
+        "HTTP/1.1 100 Continue\r\n\r\n");
+  c.Send("hi");
+  CHECK(Body(c.ReadResponse()) == "POST /e hi");
+}
+
+TEST_CASE("http listener: slow and idle clients hold no thread, and their deadlines close them") {
+  HttpListenerOptions options;
+  options.threads = 1;
+  options.read_timeout = absl::Milliseconds(800);
+  options.idle_timeout = absl::Milliseconds(400);
+  Fixture f(options);
+  // Far more clients mid-request than there are threads (cpp-httplib needed one each).
+  std::vector<std::unique_ptr<Client>> slow;
+  for (int i = 0; i < 64; ++i) {
+    slow.push_back(std::make_unique<Client>(f.port()));
+    slow.back()->Send("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+  }
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<Client>(f.port()));
+  {
+    Client c(f.port());
+    c.Send("GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(Body(c.ReadResponse()) == "GET /now ");
+  }
+  // Each unfinished request ends at its read deadline, each idle connection at its idle one.
+  for (auto& c : slow) CHECK(c->ClosedWithin(absl::Seconds(5)));
+  for (auto& c : idle) CHECK(c->ClosedWithin(absl::Seconds(5)));
+  // A closed connection is forgotten once its last pending handler has run.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (f.listener->open_connections() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  CHECK(f.listener->open_connections() == 0);
+}
+
+TEST_CASE("http listener: connections over max_connections are closed at once") {
+  HttpListenerOptions options;
+  options.max_connections = 2;
+  Fixture f(options);
+  Client a(f.port());
+  Client b(f.port());
+  a.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  b.Send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(Body(a.ReadResponse()) == "GET /a ");
+  CHECK(Body(b.ReadResponse()) == "GET /b ");
+  Client third(f.port());
+  CHECK(third.ClosedWithin(absl::Seconds(3)));
+}
+
+TEST_CASE("http listener: a client that half-closes after its request still gets the reply") {
+  Fixture f;
+  Client c(f.port());
+  c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(shutdown(c.fd(), SHUT_WR) == 0);
+  std::shared_ptr<ManualSource> source = f.routes.Source(0);
+  REQUIRE(source != nullptr);
+  absl::SleepFor(absl::Milliseconds(300));  // the listener sees the FIN and probes
+  CHECK_FALSE(source->abandoned);
+  source->Finish();
+  const std::string reply = c.ReadResponse();
+  CHECK(absl::StartsWith(reply, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"));
+  CHECK(Body(reply) == "done");
+  CHECK(c.ClosedWithin(absl::Seconds(3)));
+  CHECK_FALSE(source->abandoned);
+}
+
+TEST_CASE("http listener: a client that goes away abandons its reply") {
+  Fixture f;
+  for (const bool reset : {false, true}) {
+    INFO("reset " << reset);
+    auto c = std::make_unique<Client>(f.port());
+    c->Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::shared_ptr<ManualSource> source = f.routes.Source(reset ? 1 : 0);
+    REQUIRE(source != nullptr);
+    if (reset) {
+      linger l = {1, 0};  // close() sends a reset
+      setsockopt(c->fd(), SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    c.reset();  // a plain close looks like a half-close until the probe meets a reset
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (!source->abandoned && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    CHECK(source->abandoned);
+  }
+}
+
+TEST_CASE("http listener: Stop closes idle connections and waits for replies under way") {
+  Fixture f;
+  Client idle(f.port());
+  Client busy(f.port());
+  busy.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::shared_ptr<ManualSource> source = f.routes.Source(0);
+  REQUIRE(source != nullptr);
+  std::atomic<bool> clean{false};
+  std::thread stopper([&] { clean = f.listener->Stop(absl::Seconds(10)); });
+  CHECK(idle.ClosedWithin(absl::Seconds(3)));
+  source->Finish();
+  const std::string reply = busy.ReadResponse();
+  stopper.join();
+  CHECK(clean);
+  CHECK(Body(reply) == "done");
+  CHECK(reply.find("Connection: close") != std::string::npos);
+  CHECK_FALSE(source->abandoned);
+}
+
+TEST_CASE("http listener: Stop cuts the replies still under way at its timeout") {
+  Fixture f;
+  Client busy(f.port());
+  busy.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::shared_ptr<ManualSource> source = f.routes.Source(0);
+  REQUIRE(source != nullptr);
+  CHECK_FALSE(f.listener->Stop(absl::Milliseconds(200)));
+  CHECK(source->abandoned);
+  CHECK(busy.ClosedWithin(absl::Seconds(3)));
+}
+
+}  // namespace
+}  // namespace dllm
