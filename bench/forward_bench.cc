@@ -123,54 +123,166 @@ struct NamedConfig {
   ModelConfig config;
 };
 
-int Run(int threads, bool quick, const std::string& only_model, int only_length, int partial_rows,
-        DType weight_dtype) {
-  auto backend_or = CreateBackend("cpu", threads);
-  if (!backend_or.ok()) {
-    std::fprintf(stderr, "%s\n", backend_or.status().ToString().c_str());
-    return 1;
-  }
-  std::unique_ptr<Backend> backend = std::move(*backend_or);
+// The command line.
+struct Options {
+  int threads = 0;         // 0: all cores
+  bool quick = false;      // fewer and shorter runs
+  std::string only_model;  // a prefix of one model's name; empty: all
+  int only_length = 0;     // 0: the default lengths
+  int partial_rows = 24;   // rows a partial step recomputes
+  DType weight_dtype = DType::kBF16;
+};
 
-  std::vector<NamedConfig> models = {
+std::vector<NamedConfig> Models() {
+  return {
       {"tiny h256 L4 4x64 kv2 f768 v8k",
        RandomModelConfig(ModelFamily::kDream, 256, 4, 4, 2, 768, 8192, 4096)},
       {"mid h1024 L8 16x64 kv4 f2816 v32k",
        RandomModelConfig(ModelFamily::kLlada, 1024, 8, 16, 4, 2816, 32000, 4096)},
   };
-  std::vector<int> lengths = quick ? std::vector<int>{128, 256} : std::vector<int>{128, 512, 1024};
-  if (only_length > 0) lengths = {only_length};
-  // A partial step: the window's masks plus the k most recent tokens; predicts the masks.
-  const int partial_predict = std::max(1, partial_rows * 2 / 3);
+}
 
-  const int pool_threads =
-      threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-  openblas_set_num_threads(pool_threads);
-  ThreadPool gemm_pool(pool_threads);
-  std::printf("dllm-forward-bench: cpu backend, %d threads, %s weights\n", pool_threads,
-              weight_dtype == DType::kBF16 ? "bf16" : "fp32");
-  std::printf("engine gemm target: %s; openblas core: %s (comparison only)\n",
-              CpuGemmTargetName().c_str(), openblas_get_corename());
+std::vector<int> Lengths(const Options& o) {
+  if (o.only_length > 0) return {o.only_length};
+  return o.quick ? std::vector<int>{128, 256} : std::vector<int>{128, 512, 1024};
+}
+
+// Prints OpenBLAS's sgemm and the engine's GEMM side by side on a few shapes and returns the
+// reference rate of the %sgemm columns: the best large-M GEMM of either library.
+Rate MeasureGemms(ThreadPool* pool) {
   struct Shape {
     int m, n, k;
   };
   const Shape shapes[] = {{512, 1024, 1024}, {512, 2816, 1024}, {24, 2816, 1024}};
-  Rate sgemm{0, 0};
+  Rate best{0, 0};
   std::printf("%-26s %14s %14s %14s   (GFLOP/s wall)\n", "gemm M x N x K", "openblas", "own fp32",
               "own bf16");
   for (const Shape& sh : shapes) {
     const Rate blas = SgemmRate(sh.m, sh.n, sh.k);
-    const Rate own32 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kF32, &gemm_pool);
-    const Rate own16 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kBF16, &gemm_pool);
+    const Rate own32 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kF32, pool);
+    const Rate own16 = OwnGemmRate(sh.m, sh.n, sh.k, GemmWeightType::kBF16, pool);
     std::printf("%5d x %5d x %5d        %14.1f %14.1f %14.1f\n", sh.m, sh.n, sh.k, blas.wall_gflops,
                 own32.wall_gflops, own16.wall_gflops);
-    if (sh.m >= 512) {  // the reference rate: the best large-M GEMM of either library
-      for (const Rate& r : {blas, own32, own16}) {
-        sgemm.wall_gflops = std::max(sgemm.wall_gflops, r.wall_gflops);
-        sgemm.cpu_gflops = std::max(sgemm.cpu_gflops, r.cpu_gflops);
-      }
+    if (sh.m < 512) continue;
+    for (const Rate& r : {blas, own32, own16}) {
+      best.wall_gflops = std::max(best.wall_gflops, r.wall_gflops);
+      best.cpu_gflops = std::max(best.cpu_gflops, r.cpu_gflops);
     }
   }
+  return best;
+}
+
+// A full step of an n-token sequence (every position recomputed and predicted) and a partial
+// one (the window's masks plus the k most recent tokens: the last `rows` positions over the
+// whole cached sequence, predicting the last `pred`). The batches point into `tokens`, so
+// the pair is filled in place (FillSteps) and never copied.
+struct StepPair {
+  StepPair() = default;
+  StepPair(const StepPair&) = delete;
+  StepPair& operator=(const StepPair&) = delete;
+
+  std::vector<int32_t> tokens;
+  StepBatch full, partial;
+  int n = 0, rows = 0, pred = 0;
+};
+
+void FillSteps(KvSlab* kv, int n, int vocab, const Options& o, StepPair* s) {
+  s->n = n;
+  s->tokens.resize(n);
+  for (int i = 0; i < n; ++i) s->tokens[i] = (i * 7919) % vocab;
+  std::vector<int32_t> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  s->full.sequences.emplace_back();
+  s->full.sequences[0].kv = kv;
+  s->full.sequences[0].tokens = s->tokens;
+  s->full.sequences[0].query_positions = all;
+  s->full.sequences[0].predict_positions = all;
+  s->rows = std::min(o.partial_rows, n);
+  s->pred = std::min(std::max(1, o.partial_rows * 2 / 3), s->rows);
+  s->partial = s->full;
+  s->partial.sequences[0].query_positions.assign(all.end() - s->rows, all.end());
+  s->partial.sequences[0].predict_positions.assign(all.end() - s->pred, all.end());
+}
+
+// One model's steps and the rate their %sgemm columns are shares of.
+struct StepBench {
+  const NamedConfig& model;
+  Transformer& transformer;
+  const Rate& sgemm;
+  const Options& o;
+};
+
+// Times both steps and prints a row for each; false when a forward failed.
+bool TimeSteps(const StepBench& b, const StepPair& s) {
+  StepResult result;
+  bool ok = true;
+  const Timing full_t = TimeIt([&] { ok &= b.transformer.Forward(s.full, &result).ok(); },
+                               b.o.quick ? 1 : 2, b.o.quick ? 0.0 : 0.5);
+  const Timing partial_t =
+      TimeIt([&] { ok &= b.transformer.Forward(s.partial, &result).ok(); }, 3, 0.3);
+  if (!ok) return false;
+  // Dream-like models add at most one extra row for the shift; ignore it in the count.
+  const ModelConfig& c = b.model.config;
+  const double full_flops = StepFlops(c, s.n, s.n, s.n);
+  const double partial_flops = StepFlops(c, s.rows, s.n, s.pred);
+  for (int k = 0; k < 2; ++k) {
+    const Timing& t = k == 0 ? full_t : partial_t;
+    const double gflop = (k == 0 ? full_flops : partial_flops) / 1e9;
+    std::printf("%-34s %5d %-7s %5d %5d %9.2f %9.2f %8.3f %9.1f %6.0f%% %9.1f %6.0f%%\n",
+                b.model.name, s.n, k == 0 ? "full" : "partial", k == 0 ? s.n : s.rows,
+                k == 0 ? s.n : s.pred, t.wall_s * 1e3, t.cpu_s * 1e3, gflop, gflop / t.wall_s,
+                100.0 * gflop / t.wall_s / b.sgemm.wall_gflops, gflop / t.cpu_s,
+                100.0 * gflop / t.cpu_s / b.sgemm.cpu_gflops);
+  }
+  std::printf("%-34s %5d partial/full wall speed-up x%.1f\n", "", s.n,
+              full_t.wall_s / partial_t.wall_s);
+  return true;
+}
+
+// Builds one random model onto the backend and times its steps at every length; the exit
+// code (1 after printing the error).
+int BenchModel(const NamedConfig& m, Backend* backend, const Rate& sgemm, const Options& o) {
+  auto model = MakeRandomModel(m.config, 1, o.weight_dtype);
+  auto transformer_or = Transformer::Create(m.config, model->weights, backend);
+  if (!transformer_or.ok()) {
+    std::fprintf(stderr, "%s\n", transformer_or.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Transformer> transformer = std::move(*transformer_or);
+  model.reset();  // weights now live on the backend
+  KvPool pool(backend, m.config.kv_layout(), int64_t{4} << 30);
+  for (int n : Lengths(o)) {
+    auto slab = pool.Allocate(n);
+    if (!slab.ok()) {
+      std::fprintf(stderr, "%s\n", slab.status().ToString().c_str());
+      return 1;
+    }
+    StepPair steps;
+    FillSteps(slab->get(), n, m.config.vocab_size, o, &steps);
+    if (!TimeSteps({m, *transformer, sgemm, o}, steps)) {
+      std::fprintf(stderr, "forward failed\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int Run(const Options& o) {
+  auto backend_or = CreateBackend("cpu", o.threads);
+  if (!backend_or.ok()) {
+    std::fprintf(stderr, "%s\n", backend_or.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Backend> backend = std::move(*backend_or);
+  const int pool_threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  openblas_set_num_threads(pool_threads);
+  ThreadPool gemm_pool(pool_threads);
+  std::printf("dllm-forward-bench: cpu backend, %d threads, %s weights\n", pool_threads,
+              o.weight_dtype == DType::kBF16 ? "bf16" : "fp32");
+  std::printf("engine gemm target: %s; openblas core: %s (comparison only)\n",
+              CpuGemmTargetName().c_str(), openblas_get_corename());
+  const Rate sgemm = MeasureGemms(&gemm_pool);
   std::printf("%%sgemm columns below: share of the best M=512 rate above (%.1f GFLOP/s)\n",
               sgemm.wall_gflops);
   std::printf(
@@ -178,66 +290,9 @@ int Run(int threads, bool quick, const std::string& only_model, int only_length,
       "means contention)\n\n");
   std::printf("%-34s %5s %-7s %5s %5s %9s %9s %8s %9s %7s %9s %7s\n", "model", "L", "step", "rows",
               "pred", "wall_ms", "cpu_ms", "GFLOP", "GFLOP/s", "%sgemm", "GF/cpu-s", "%sgemm");
-  for (const NamedConfig& m : models) {
-    if (!only_model.empty() && std::string(m.name).rfind(only_model, 0) != 0) continue;
-    auto model = MakeRandomModel(m.config, 1, weight_dtype);
-    auto transformer_or = Transformer::Create(m.config, model->weights, backend.get());
-    if (!transformer_or.ok()) {
-      std::fprintf(stderr, "%s\n", transformer_or.status().ToString().c_str());
-      return 1;
-    }
-    std::unique_ptr<Transformer> transformer = std::move(*transformer_or);
-    model.reset();  // weights now live on the backend
-    KvPool pool(backend.get(), m.config.kv_layout(), int64_t{4} << 30);
-    for (int n : lengths) {
-      auto slab = pool.Allocate(n);
-      if (!slab.ok()) {
-        std::fprintf(stderr, "%s\n", slab.status().ToString().c_str());
-        return 1;
-      }
-      std::vector<int32_t> tokens(n);
-      for (int i = 0; i < n; ++i) tokens[i] = (i * 7919) % m.config.vocab_size;
-      std::vector<int32_t> all(n);
-      std::iota(all.begin(), all.end(), 0);
-
-      StepBatch full;
-      full.sequences.emplace_back();
-      full.sequences[0].kv = slab->get();
-      full.sequences[0].tokens = tokens;
-      full.sequences[0].query_positions = all;
-      full.sequences[0].predict_positions = all;
-
-      const int rows = std::min(partial_rows, n);
-      const int pred = std::min(partial_predict, rows);
-      StepBatch partial = full;
-      partial.sequences[0].query_positions.assign(all.end() - rows, all.end());
-      partial.sequences[0].predict_positions.assign(all.end() - pred, all.end());
-
-      StepResult result;
-      bool ok = true;
-      const Timing full_t = TimeIt([&] { ok &= transformer->Forward(full, &result).ok(); },
-                                   quick ? 1 : 2, quick ? 0.0 : 0.5);
-      const Timing partial_t =
-          TimeIt([&] { ok &= transformer->Forward(partial, &result).ok(); }, 3, 0.3);
-      if (!ok) {
-        std::fprintf(stderr, "forward failed\n");
-        return 1;
-      }
-      // Dream-like models add at most one extra row for the shift; ignore it in the count.
-      const double full_flops = StepFlops(m.config, n, n, n);
-      const double partial_flops = StepFlops(m.config, rows, n, pred);
-      for (int k = 0; k < 2; ++k) {
-        const Timing& t = k == 0 ? full_t : partial_t;
-        const double gflop = (k == 0 ? full_flops : partial_flops) / 1e9;
-        std::printf("%-34s %5d %-7s %5d %5d %9.2f %9.2f %8.3f %9.1f %6.0f%% %9.1f %6.0f%%\n",
-                    m.name, n, k == 0 ? "full" : "partial", k == 0 ? n : rows, k == 0 ? n : pred,
-                    t.wall_s * 1e3, t.cpu_s * 1e3, gflop, gflop / t.wall_s,
-                    100.0 * gflop / t.wall_s / sgemm.wall_gflops, gflop / t.cpu_s,
-                    100.0 * gflop / t.cpu_s / sgemm.cpu_gflops);
-      }
-      std::printf("%-34s %5d partial/full wall speed-up x%.1f\n", "", n,
-                  full_t.wall_s / partial_t.wall_s);
-    }
+  for (const NamedConfig& m : Models()) {
+    if (!o.only_model.empty() && std::string(m.name).rfind(o.only_model, 0) != 0) continue;
+    if (const int rc = BenchModel(m, backend.get(), sgemm, o); rc != 0) return rc;
   }
   return 0;
 }
@@ -256,10 +311,7 @@ int main(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N] [--partial-rows N] "
       "[--f32]\n";
-  int threads = 0, length = 0, partial_rows = 0;
-  bool quick = false;
-  std::string model;
-  dllm::DType dtype = dllm::DType::kBF16;
+  dllm::Options o;
   bool help = false;
   const absl::Status st = dllm::cli::ParseFlags(
       std::vector<std::string>(argv + 1, argv + argc), {},
@@ -268,12 +320,12 @@ int main(int argc, char** argv) {
         if (!parsed.positional.empty()) {
           return absl::InvalidArgumentError("unexpected argument '" + parsed.positional[0] + "'");
         }
-        threads = absl::GetFlag(FLAGS_threads);
-        quick = absl::GetFlag(FLAGS_quick);
-        model = absl::GetFlag(FLAGS_model);
-        length = absl::GetFlag(FLAGS_length);
-        partial_rows = std::max(1, absl::GetFlag(FLAGS_partial_rows));
-        if (absl::GetFlag(FLAGS_f32)) dtype = dllm::DType::kF32;
+        o.threads = absl::GetFlag(FLAGS_threads);
+        o.quick = absl::GetFlag(FLAGS_quick);
+        o.only_model = absl::GetFlag(FLAGS_model);
+        o.only_length = absl::GetFlag(FLAGS_length);
+        o.partial_rows = std::max(1, absl::GetFlag(FLAGS_partial_rows));
+        if (absl::GetFlag(FLAGS_f32)) o.weight_dtype = dllm::DType::kF32;
         return absl::OkStatus();
       });
   if (!st.ok()) {
@@ -285,5 +337,5 @@ int main(int argc, char** argv) {
     std::printf(kUsage, argv[0]);
     return 0;
   }
-  return dllm::Run(threads, quick, model, length, partial_rows, dtype);
+  return dllm::Run(o);
 }

@@ -131,40 +131,65 @@ struct Options {
   int repeats = 1;
 };
 
-int Run(const Options& o) {
-  const Memory before = ReadMemory();
-  const auto load_start = Clock::now();
+// The model as Run loads it (like LoadModel, the checkpoint closed again) and what loading
+// cost. The transformer is declared after the backend it lives on, so it is destroyed first.
+struct Loaded {
+  ModelConfig config;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Transformer> transformer;
+  int tensors = 0;
+  int64_t weight_bytes = 0;
+  double open_s = 0;  // config, headers and index
+  double load_s = 0;  // all of it
+  Memory before, created, loaded;
+};
 
+// Loads o.model_dir into `m`; the exit code (1 after printing the error).
+int Load(const Options& o, Loaded* m) {
+  m->before = ReadMemory();
+  const auto load_start = Clock::now();
   auto config = LoadModelConfig(o.model_dir);
   if (!config.ok()) return Fail("config", config.status());
+  m->config = *config;
   auto checkpoint = Checkpoint::Open(o.model_dir);
   if (!checkpoint.ok()) return Fail("checkpoint", checkpoint.status());
-  int64_t weight_bytes = 0;
-  int tensors = 0;
   for (const std::string& name : (*checkpoint)->TensorNames()) {
     auto t = (*checkpoint)->Get(name);
     if (!t.ok()) return Fail("checkpoint", t.status());
-    weight_bytes += t->SizeBytes();
-    ++tensors;
+    m->weight_bytes += t->SizeBytes();
+    ++m->tensors;
   }
-  auto weights = MapModelWeights(**checkpoint, *config);
+  auto weights = MapModelWeights(**checkpoint, m->config);
   if (!weights.ok()) return Fail("weights", weights.status());
-  const double open_s = Seconds(load_start);
+  m->open_s = Seconds(load_start);
 
   auto backend = CreateBackend(o.backend, o.threads);
   if (!backend.ok()) return Fail("backend", backend.status());
-  auto transformer = Transformer::Create(*config, *weights, backend->get());
+  m->backend = std::move(*backend);
+  auto transformer = Transformer::Create(m->config, *weights, m->backend.get());
   if (!transformer.ok()) return Fail("Transformer::Create", transformer.status());
-  const Memory created = ReadMemory();
+  m->transformer = std::move(*transformer);
+  m->created = ReadMemory();
   // LoadModel closes the checkpoint here; the weights now live on the backend.
   *weights = ModelWeights();
   checkpoint->reset();
-  const double load_s = Seconds(load_start);
-  const Memory loaded = ReadMemory();
+  m->load_s = Seconds(load_start);
+  m->loaded = ReadMemory();
+  return 0;
+}
 
-  const ModelConfig& c = *config;
-  const int n = std::min(o.length, c.max_positions);
-  KvPool pool(backend->get(), c.kv_layout(),
+// The two timed steps at length n, and the memory after them (KV and workspace in use).
+struct Steps {
+  int n = 0, rows = 0, pred = 0;
+  Timing full, partial;
+  Memory after;
+};
+
+// Runs the full steps, then the partial ones that read the KV they filled; the exit code.
+int RunSteps(const Options& o, const Loaded& m, Steps* s) {
+  const ModelConfig& c = m.config;
+  const int n = s->n = std::min(o.length, c.max_positions);
+  KvPool pool(m.backend.get(), c.kv_layout(),
               std::max<int64_t>(int64_t{1} << 20, c.KvBytesPerPosition(4) * n));
   auto slab = pool.Allocate(n);
   if (!slab.ok()) return Fail("kv slab", slab.status());
@@ -179,8 +204,8 @@ int Run(const Options& o) {
   full.sequences[0].tokens = tokens;
   full.sequences[0].query_positions = all;
   full.sequences[0].predict_positions = all;
-  const int rows = std::min(o.partial_rows, n);
-  const int pred = std::min(std::max(1, o.partial_rows * 2 / 3), rows);
+  const int rows = s->rows = std::min(o.partial_rows, n);
+  const int pred = s->pred = std::min(std::max(1, o.partial_rows * 2 / 3), rows);
   StepBatch partial = full;
   partial.sequences[0].query_positions.assign(all.end() - rows, all.end());
   partial.sequences[0].predict_positions.assign(all.end() - pred, all.end());
@@ -188,44 +213,50 @@ int Run(const Options& o) {
   StepResult result;
   absl::Status step_status;
   auto step = [&](const StepBatch& batch, size_t predicted) {
-    step_status = (*transformer)->Forward(batch, &result);
+    step_status = m.transformer->Forward(batch, &result);
     return step_status.ok() && ResultSane(result, c, predicted);
   };
-  const Timing full_t = TimeRuns([&] { return step(full, n); }, o.repeats);
-  if (!full_t.ok) return Fail("full step (or its statistics are not finite)", step_status);
-  const Timing partial_t = TimeRuns([&] { return step(partial, pred); }, o.repeats);
-  if (!partial_t.ok) return Fail("partial step (or its statistics are not finite)", step_status);
-  const Memory stepped = ReadMemory();
+  s->full = TimeRuns([&] { return step(full, n); }, o.repeats);
+  if (!s->full.ok) return Fail("full step (or its statistics are not finite)", step_status);
+  s->partial = TimeRuns([&] { return step(partial, pred); }, o.repeats);
+  if (!s->partial.ok) return Fail("partial step (or its statistics are not finite)", step_status);
+  s->after = ReadMemory();
+  return 0;
+}
 
+void PrintTable(const Options& o, const Loaded& m, const Steps& s) {
+  const ModelConfig& c = m.config;
   std::printf("dllm-load-bench: %s\n", o.model_dir.c_str());
   std::printf(
       "model: %s h%d L%d %dx%d kv%d f%d v%d; %d tensors, %.2f GB of weights; backend %s, "
       "threads %d\n",
       std::string(ModelFamilyName(c.family)).c_str(), c.hidden_size, c.num_layers, c.num_heads,
-      c.head_dim, c.num_kv_heads, c.intermediate_size, c.vocab_size, tensors, Gb(weight_bytes),
+      c.head_dim, c.num_kv_heads, c.intermediate_size, c.vocab_size, m.tensors, Gb(m.weight_bytes),
       o.backend.c_str(), o.threads);
   std::printf("load: %.2f s (config + headers %.3f s; read and copy onto the backend %.2f s)\n\n",
-              load_s, open_s, load_s - open_s);
+              m.load_s, m.open_s, m.load_s - m.open_s);
   std::printf("%-34s %9s %9s %9s %9s   (GB, /proc/self/status)\n", "memory", "VmRSS", "RssAnon",
               "RssFile", "VmHWM");
-  PrintMemory("before load", before);
-  PrintMemory("after Create, checkpoint open", created);
-  PrintMemory("after load (checkpoint closed)", loaded);
-  PrintMemory("after the steps (+KV, workspace)", stepped);
+  PrintMemory("before load", m.before);
+  PrintMemory("after Create, checkpoint open", m.created);
+  PrintMemory("after load (checkpoint closed)", m.loaded);
+  PrintMemory("after the steps (+KV, workspace)", s.after);
   std::printf("RSS after load / weight bytes: %.3f\n\n",
-              static_cast<double>(loaded.rss) / weight_bytes);
+              static_cast<double>(m.loaded.rss) / m.weight_bytes);
 
-  const double full_gflop = StepFlops(c, n, n, n) / 1e9;
-  const double partial_gflop = StepFlops(c, rows, n, pred) / 1e9;
+  const double full_gflop = StepFlops(c, s.n, s.n, s.n) / 1e9;
+  const double partial_gflop = StepFlops(c, s.rows, s.n, s.pred) / 1e9;
   std::printf("%-8s %5s %5s %5s %10s %10s %9s %9s\n", "step", "L", "rows", "pred", "wall_s",
               "cpu_s", "GFLOP", "GFLOP/s");
-  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "full", n, n, n, full_t.wall_s,
-              full_t.cpu_s, full_gflop, full_gflop / full_t.wall_s);
-  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "partial", n, rows, pred,
-              partial_t.wall_s, partial_t.cpu_s, partial_gflop, partial_gflop / partial_t.wall_s);
-  const double speedup = full_t.wall_s / partial_t.wall_s;
-  std::printf("partial/full wall speed-up x%.1f (repeats %d)\n", speedup, o.repeats);
+  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "full", s.n, s.n, s.n, s.full.wall_s,
+              s.full.cpu_s, full_gflop, full_gflop / s.full.wall_s);
+  std::printf("%-8s %5d %5d %5d %10.2f %10.2f %9.1f %9.1f\n", "partial", s.n, s.rows, s.pred,
+              s.partial.wall_s, s.partial.cpu_s, partial_gflop, partial_gflop / s.partial.wall_s);
+  std::printf("partial/full wall speed-up x%.1f (repeats %d)\n", s.full.wall_s / s.partial.wall_s,
+              o.repeats);
+}
 
+void PrintJson(const Options& o, const Loaded& m, const Steps& s) {
   std::printf(
       "{\"bench\":\"load\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"tensors\":%d,"
       "\"weight_bytes\":%lld,\"load_s\":%.3f,\"open_s\":%.3f,\"rss_after_load\":%lld,"
@@ -233,12 +264,22 @@ int Run(const Options& o) {
       "\"rss_after_steps\":%lld,\"hwm_after_steps\":%lld,\"length\":%d,\"full_s\":%.3f,"
       "\"full_cpu_s\":%.3f,\"partial_rows\":%d,\"partial_predict\":%d,\"partial_s\":%.3f,"
       "\"partial_cpu_s\":%.3f,\"speedup\":%.2f,\"repeats\":%d}\n",
-      o.model_dir.c_str(), o.backend.c_str(), o.threads, tensors,
-      static_cast<long long>(weight_bytes), load_s, open_s, static_cast<long long>(loaded.rss),
-      static_cast<long long>(loaded.anon), static_cast<long long>(loaded.file),
-      static_cast<long long>(loaded.hwm), static_cast<long long>(stepped.rss),
-      static_cast<long long>(stepped.hwm), n, full_t.wall_s, full_t.cpu_s, rows, pred,
-      partial_t.wall_s, partial_t.cpu_s, speedup, o.repeats);
+      o.model_dir.c_str(), o.backend.c_str(), o.threads, m.tensors,
+      static_cast<long long>(m.weight_bytes), m.load_s, m.open_s,
+      static_cast<long long>(m.loaded.rss), static_cast<long long>(m.loaded.anon),
+      static_cast<long long>(m.loaded.file), static_cast<long long>(m.loaded.hwm),
+      static_cast<long long>(s.after.rss), static_cast<long long>(s.after.hwm), s.n, s.full.wall_s,
+      s.full.cpu_s, s.rows, s.pred, s.partial.wall_s, s.partial.cpu_s,
+      s.full.wall_s / s.partial.wall_s, o.repeats);
+}
+
+int Run(const Options& o) {
+  Loaded m;
+  if (const int rc = Load(o, &m); rc != 0) return rc;
+  Steps s;
+  if (const int rc = RunSteps(o, m, &s); rc != 0) return rc;
+  PrintTable(o, m, s);
+  PrintJson(o, m, s);
   return 0;
 }
 

@@ -15,17 +15,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/core/enum_names.h"
 #include "engine/core/file_text.h"
 #include "engine/core/params.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {
-
-template <typename E>
-struct EnumName {
-  E value;
-  std::string_view name;
-};
 
 // The request enums' spellings are the engine's one table (engine/core/params.h).
 template <typename E, size_t N>
@@ -49,30 +45,6 @@ constexpr std::array<EnumName<LogFormat>, 2> kLogFormats = {{
     {LogFormat::kText, "text"},
     {LogFormat::kJson, "json"},
 }};
-
-template <typename E, size_t N>
-std::string_view NameOf(const std::array<EnumName<E>, N>& table, E value) {
-  for (const auto& entry : table) {
-    if (entry.value == value) return entry.name;
-  }
-  return "?";
-}
-
-template <typename E, size_t N>
-std::optional<E> ValueOf(const std::array<EnumName<E>, N>& table, std::string_view name) {
-  for (const auto& entry : table) {
-    if (entry.name == name) return entry.value;
-  }
-  return std::nullopt;
-}
-
-template <typename E, size_t N>
-std::string Choices(const std::array<EnumName<E>, N>& table) {
-  std::vector<std::string> names;
-  names.reserve(N);
-  for (const auto& entry : table) names.emplace_back(entry.name);
-  return absl::StrJoin(names, "|");
-}
 
 // Reads one YAML mapping, remembering which keys were consumed so that leftovers can be
 // reported as unknown. The first error wins; later reads become no-ops.
@@ -134,7 +106,8 @@ class MapReader {
     if (!Convert(child, Key(key), &name)) return;
     std::optional<E> value = ValueOf(table, name);
     if (!value) {
-      Fail(Key(key), absl::StrCat("unknown value '", name, "' (expected ", Choices(table), ")"));
+      Fail(Key(key),
+           absl::StrCat("unknown value '", name, "' (expected ", JoinedNames(table), ")"));
       return;
     }
     *out = value;
@@ -146,7 +119,7 @@ class MapReader {
     YAML::Node child = Child(key);
     if (!error_->empty() || !child.IsDefined()) return;
     if (!child.IsSequence()) {
-      Fail(Key(key), absl::StrCat("expected a list of ", Choices(table)));
+      Fail(Key(key), absl::StrCat("expected a list of ", JoinedNames(table)));
       return;
     }
     std::vector<E> values;
@@ -156,7 +129,8 @@ class MapReader {
       if (!Convert(child[i], item_key, &name)) return;
       std::optional<E> value = ValueOf(table, name);
       if (!value) {
-        Fail(item_key, absl::StrCat("unknown value '", name, "' (expected ", Choices(table), ")"));
+        Fail(item_key,
+             absl::StrCat("unknown value '", name, "' (expected ", JoinedNames(table), ")"));
         return;
       }
       values.push_back(*value);
@@ -412,11 +386,13 @@ ParamLimits ToParamLimits(const LimitsSection& limits, int vocab_size) {
   return out;
 }
 
-absl::Status ValidateServerConfig(const ServerConfig& c) {
-  const auto& s = c.server;
+namespace {
+
+constexpr double kMaxMessage = std::numeric_limits<int32_t>::max();
+
+absl::Status ValidateServerSection(const ServerSection& s) {
   if (auto st = CheckListenAddress("server.address", s.address); !st.ok()) return st;
   if (auto st = CheckRange("server.threads", s.threads, 0, 4096); !st.ok()) return st;
-  constexpr double kMaxMessage = std::numeric_limits<int32_t>::max();
   if (auto st = CheckRange("server.max_receive_message_bytes", s.max_receive_message_bytes, 1024,
                            kMaxMessage);
       !st.ok()) {
@@ -434,14 +410,21 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       !st.ok()) {
     return st;
   }
-  if (c.tls.cert.empty() != c.tls.key.empty()) {
-    return Invalid(c.tls.cert.empty() ? "tls.cert" : "tls.key",
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTlsSection(const TlsSection& tls) {
+  if (tls.cert.empty() != tls.key.empty()) {
+    return Invalid(tls.cert.empty() ? "tls.cert" : "tls.key",
                    "tls.cert and tls.key must be given together");
   }
-  if (!c.tls.client_ca.empty() && c.tls.cert.empty()) {
+  if (!tls.client_ca.empty() && tls.cert.empty()) {
     return Invalid("tls.client_ca", "mutual TLS needs tls.cert and tls.key");
   }
-  const auto& e = c.engine;
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEngineSection(const EngineSection& e) {
   if (e.model.empty()) return Invalid("engine.model", "must not be empty");
   if (auto st = CheckRange("engine.max_batch_sequences", e.max_batch_sequences, 1, 4096);
       !st.ok()) {
@@ -452,8 +435,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return st;
   }
   if (auto st = CheckRange("engine.cpu_threads", e.cpu_threads, 0, 1024); !st.ok()) return st;
+  return absl::OkStatus();
+}
 
-  const auto& l = c.limits;
+absl::Status ValidateLimitsSection(const LimitsSection& l) {
   if (auto st = CheckRange("limits.max_new_tokens", l.max_new_tokens, 1, 1 << 20); !st.ok()) {
     return st;
   }
@@ -480,7 +465,13 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (l.allowed_cache_policies.empty()) {
     return Invalid("limits.allowed_cache_policies", "must name at least one policy");
   }
+  return absl::OkStatus();
+}
 
+// The decoding: and cache: sections, checked against the limits (which passed already, so
+// allowed_cache_policies is not empty).
+absl::Status ValidateRequestDefaults(const ServerConfig& c) {
+  const auto& l = c.limits;
   // Defaults must themselves respect the limits, otherwise every request would fail. Only each
   // field's own domain can be checked here: the rules between fields depend on the model's
   // defaults for the unset ones, and DiffusionService::AttachEngine checks the whole default
@@ -511,22 +502,152 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (absl::Status st = ValidateTauAutotuneOptions(k.autotune, k.shadow_sample_rate); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("cache.autotune.", st.message()));
   }
-  if (auto st = CheckRange("metrics.port", c.metrics.port, 0, 65535); !st.ok()) return st;
-  if (c.metrics.port != 0 && c.metrics.address.empty()) {
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMetricsSection(const MetricsSection& m) {
+  if (auto st = CheckRange("metrics.port", m.port, 0, 65535); !st.ok()) return st;
+  if (m.port != 0 && m.address.empty()) {
     return Invalid("metrics.address", "must not be empty when metrics.port is set");
   }
-  if (auto st = CheckRange("http.port", c.http.port, 0, 65535); !st.ok()) return st;
-  if (auto st = CheckRange("http.threads", c.http.threads, 1, 256); !st.ok()) return st;
-  if (auto st = CheckRange("http.max_connections", c.http.max_connections, 1, 1000000); !st.ok()) {
+  return absl::OkStatus();
+}
+
+absl::Status ValidateHttpSection(const HttpSection& h) {
+  if (auto st = CheckRange("http.port", h.port, 0, 65535); !st.ok()) return st;
+  if (auto st = CheckRange("http.threads", h.threads, 1, 256); !st.ok()) return st;
+  if (auto st = CheckRange("http.max_connections", h.max_connections, 1, 1000000); !st.ok()) {
     return st;
   }
-  if (auto st = CheckRange("http.read_timeout_seconds", c.http.read_timeout_seconds, 1, 3600);
+  if (auto st = CheckRange("http.read_timeout_seconds", h.read_timeout_seconds, 1, 3600);
       !st.ok()) {
     return st;
   }
-  if (c.http.port != 0 && c.http.address.empty()) {
+  if (h.port != 0 && h.address.empty()) {
     return Invalid("http.address", "must not be empty when http.port is set");
   }
+  return absl::OkStatus();
+}
+
+// One reader per section, called in the file's documented order. They share `error`: the
+// first error wins and the reads after it do nothing, as in MapReader.
+void ReadServerSection(MapReader& top, std::string* error, ServerSection* s) {
+  MapReader r(top.Child("server"), "server", error);
+  r.Read("address", &s->address);
+  r.Read("threads", &s->threads);
+  r.Read("max_receive_message_bytes", &s->max_receive_message_bytes);
+  r.Read("max_send_message_bytes", &s->max_send_message_bytes);
+  r.Read("drain_timeout_seconds", &s->drain_timeout_seconds);
+  r.Read("lame_duck_seconds", &s->lame_duck_seconds);
+  r.Read("warmup", &s->warmup);
+  r.CheckUnknownKeys();
+}
+
+void ReadTlsSection(MapReader& top, std::string* error, TlsSection* tls) {
+  MapReader r(top.Child("tls"), "tls", error);
+  r.Read("cert", &tls->cert);
+  r.Read("key", &tls->key);
+  r.Read("client_ca", &tls->client_ca);
+  r.CheckUnknownKeys();
+}
+
+void ReadAuthSection(MapReader& top, std::string* error, AuthSection* auth) {
+  MapReader r(top.Child("auth"), "auth", error);
+  r.Read("tokens_file", &auth->tokens_file);
+  r.Read("tokens_env", &auth->tokens_env);
+  r.CheckUnknownKeys();
+}
+
+void ReadEngineSection(MapReader& top, std::string* error, EngineSection* e) {
+  MapReader r(top.Child("engine"), "engine", error);
+  r.ReadEnum("backend", kBackends, &e->backend);
+  r.Read("model", &e->model);
+  r.Read("max_batch_sequences", &e->max_batch_sequences);
+  r.Read("kv_budget_bytes", &e->kv_budget_bytes);
+  r.Read("queue_capacity", &e->queue_capacity);
+  r.Read("cpu_threads", &e->cpu_threads);
+  r.CheckUnknownKeys();
+}
+
+void ReadDecodingSection(MapReader& top, std::string* error, DecodingDefaults* d) {
+  MapReader r(top.Child("decoding"), "decoding", error);
+  r.ReadOptional("max_new_tokens", &d->max_new_tokens);
+  r.ReadParams(ParamSection::kDecoding, &d->fields);
+  r.CheckUnknownKeys();
+}
+
+void ReadAutotuneSection(MapReader& cache, std::string* error, TauAutotuneOptions* t) {
+  MapReader a(cache.Child("autotune"), "cache.autotune", error);
+  a.Read("enabled", &t->enabled);
+  a.Read("mismatch_budget", &t->mismatch_budget);
+  a.Read("window_samples", &t->window_samples);
+  a.Read("step_factor", &t->step_factor);
+  a.Read("min_scale", &t->min_scale);
+  a.Read("max_scale", &t->max_scale);
+  a.CheckUnknownKeys();
+}
+
+void ReadCacheSection(MapReader& top, std::string* error, CacheDefaults* k) {
+  MapReader r(top.Child("cache"), "cache", error);
+  // The server's own keys first: cache.shadow_sample_rate here is the engine-wide rate (the
+  // request field of that name overrides it per request), so the table's field is skipped.
+  r.Read("shadow_sample_rate", &k->shadow_sample_rate);
+  r.Read("shadow_max_time_fraction", &k->shadow_max_time_fraction);
+  ReadAutotuneSection(r, error, &k->autotune);
+  r.ReadParams(ParamSection::kCache, &k->fields);
+  r.CheckUnknownKeys();
+}
+
+void ReadLimitsSection(MapReader& top, std::string* error, LimitsSection* l) {
+  MapReader r(top.Child("limits"), "limits", error);
+  r.Read("max_new_tokens", &l->max_new_tokens);
+  r.Read("max_prompt_tokens", &l->max_prompt_tokens);
+  r.Read("max_prompt_bytes", &l->max_prompt_bytes);
+  r.Read("max_steps", &l->max_steps);
+  r.Read("max_block_length", &l->max_block_length);
+  r.Read("max_window", &l->max_window);
+  r.Read("max_temperature", &l->max_temperature);
+  r.Read("max_shadow_sample_rate", &l->max_shadow_sample_rate);
+  r.ReadEnumList("allowed_cache_policies", kCachePolicies, &l->allowed_cache_policies);
+  r.CheckUnknownKeys();
+}
+
+void ReadMetricsSection(MapReader& top, std::string* error, MetricsSection* m) {
+  MapReader r(top.Child("metrics"), "metrics", error);
+  r.Read("address", &m->address);
+  r.Read("port", &m->port);
+  r.CheckUnknownKeys();
+}
+
+void ReadLoggingSection(MapReader& top, std::string* error, LoggingSection* g) {
+  MapReader r(top.Child("logging"), "logging", error);
+  r.ReadEnum("level", kLogLevels, &g->level);
+  r.ReadEnum("format", kLogFormats, &g->format);
+  r.CheckUnknownKeys();
+}
+
+void ReadHttpSection(MapReader& top, std::string* error, HttpSection* h) {
+  MapReader r(top.Child("http"), "http", error);
+  r.Read("address", &h->address);
+  r.Read("port", &h->port);
+  r.Read("threads", &h->threads);
+  r.Read("max_connections", &h->max_connections);
+  r.Read("read_timeout_seconds", &h->read_timeout_seconds);
+  r.Read("model_name", &h->model_name);
+  r.CheckUnknownKeys();
+}
+
+}  // namespace
+
+// Sections in a fixed order: the first failing check is the one reported.
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  DLLM_RETURN_IF_ERROR(ValidateServerSection(c.server));
+  DLLM_RETURN_IF_ERROR(ValidateTlsSection(c.tls));
+  DLLM_RETURN_IF_ERROR(ValidateEngineSection(c.engine));
+  DLLM_RETURN_IF_ERROR(ValidateLimitsSection(c.limits));
+  DLLM_RETURN_IF_ERROR(ValidateRequestDefaults(c));
+  DLLM_RETURN_IF_ERROR(ValidateMetricsSection(c.metrics));
+  DLLM_RETURN_IF_ERROR(ValidateHttpSection(c.http));
   return absl::OkStatus();
 }
 
@@ -543,102 +664,16 @@ absl::StatusOr<ServerConfig> ParseServerConfig(std::string_view yaml_text,
   ServerConfig c;
   std::string error;
   MapReader top(root, "", &error);
-  {
-    MapReader r(top.Child("server"), "server", &error);
-    r.Read("address", &c.server.address);
-    r.Read("threads", &c.server.threads);
-    r.Read("max_receive_message_bytes", &c.server.max_receive_message_bytes);
-    r.Read("max_send_message_bytes", &c.server.max_send_message_bytes);
-    r.Read("drain_timeout_seconds", &c.server.drain_timeout_seconds);
-    r.Read("lame_duck_seconds", &c.server.lame_duck_seconds);
-    r.Read("warmup", &c.server.warmup);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("tls"), "tls", &error);
-    r.Read("cert", &c.tls.cert);
-    r.Read("key", &c.tls.key);
-    r.Read("client_ca", &c.tls.client_ca);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("auth"), "auth", &error);
-    r.Read("tokens_file", &c.auth.tokens_file);
-    r.Read("tokens_env", &c.auth.tokens_env);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("engine"), "engine", &error);
-    r.ReadEnum("backend", kBackends, &c.engine.backend);
-    r.Read("model", &c.engine.model);
-    r.Read("max_batch_sequences", &c.engine.max_batch_sequences);
-    r.Read("kv_budget_bytes", &c.engine.kv_budget_bytes);
-    r.Read("queue_capacity", &c.engine.queue_capacity);
-    r.Read("cpu_threads", &c.engine.cpu_threads);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("decoding"), "decoding", &error);
-    r.ReadOptional("max_new_tokens", &c.decoding.max_new_tokens);
-    r.ReadParams(ParamSection::kDecoding, &c.decoding.fields);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("cache"), "cache", &error);
-    // The server's own keys first: cache.shadow_sample_rate here is the engine-wide rate (the
-    // request field of that name overrides it per request), so the table's field is skipped.
-    r.Read("shadow_sample_rate", &c.cache.shadow_sample_rate);
-    r.Read("shadow_max_time_fraction", &c.cache.shadow_max_time_fraction);
-    {
-      MapReader a(r.Child("autotune"), "cache.autotune", &error);
-      auto& t = c.cache.autotune;
-      a.Read("enabled", &t.enabled);
-      a.Read("mismatch_budget", &t.mismatch_budget);
-      a.Read("window_samples", &t.window_samples);
-      a.Read("step_factor", &t.step_factor);
-      a.Read("min_scale", &t.min_scale);
-      a.Read("max_scale", &t.max_scale);
-      a.CheckUnknownKeys();
-    }
-    r.ReadParams(ParamSection::kCache, &c.cache.fields);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("limits"), "limits", &error);
-    auto& l = c.limits;
-    r.Read("max_new_tokens", &l.max_new_tokens);
-    r.Read("max_prompt_tokens", &l.max_prompt_tokens);
-    r.Read("max_prompt_bytes", &l.max_prompt_bytes);
-    r.Read("max_steps", &l.max_steps);
-    r.Read("max_block_length", &l.max_block_length);
-    r.Read("max_window", &l.max_window);
-    r.Read("max_temperature", &l.max_temperature);
-    r.Read("max_shadow_sample_rate", &l.max_shadow_sample_rate);
-    r.ReadEnumList("allowed_cache_policies", kCachePolicies, &l.allowed_cache_policies);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("metrics"), "metrics", &error);
-    r.Read("address", &c.metrics.address);
-    r.Read("port", &c.metrics.port);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("logging"), "logging", &error);
-    r.ReadEnum("level", kLogLevels, &c.logging.level);
-    r.ReadEnum("format", kLogFormats, &c.logging.format);
-    r.CheckUnknownKeys();
-  }
-  {
-    MapReader r(top.Child("http"), "http", &error);
-    r.Read("address", &c.http.address);
-    r.Read("port", &c.http.port);
-    r.Read("threads", &c.http.threads);
-    r.Read("max_connections", &c.http.max_connections);
-    r.Read("read_timeout_seconds", &c.http.read_timeout_seconds);
-    r.Read("model_name", &c.http.model_name);
-    r.CheckUnknownKeys();
-  }
+  ReadServerSection(top, &error, &c.server);
+  ReadTlsSection(top, &error, &c.tls);
+  ReadAuthSection(top, &error, &c.auth);
+  ReadEngineSection(top, &error, &c.engine);
+  ReadDecodingSection(top, &error, &c.decoding);
+  ReadCacheSection(top, &error, &c.cache);
+  ReadLimitsSection(top, &error, &c.limits);
+  ReadMetricsSection(top, &error, &c.metrics);
+  ReadLoggingSection(top, &error, &c.logging);
+  ReadHttpSection(top, &error, &c.http);
   top.CheckUnknownKeys();
   if (!error.empty())
     return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", error));

@@ -83,11 +83,6 @@ bool Gateway::Serving() const {
   return engine_ != nullptr && !draining_ && !lame_duck_;
 }
 
-RequestDefaults Gateway::Defaults() const {
-  absl::MutexLock lock(&mu_);
-  return defaults_;
-}
-
 absl::Status Gateway::CheckAvailable(std::optional<std::string_view> authorization,
                                      Engine** engine) const {
   if (absl::Status st = auth_->Check(authorization); !st.ok()) return st;
@@ -190,10 +185,8 @@ void Gateway::RecordCall(const char* method, const std::string& request_id,
   logger_->Log(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "request_done", fields);
 }
 
-absl::StatusOr<v1::TokenizeResponse> Gateway::Tokenize(
-    std::optional<std::string_view> authorization, const v1::TokenizeRequest& request) const {
-  Engine* engine = nullptr;
-  if (absl::Status st = CheckAvailable(authorization, &engine); !st.ok()) return st;
+absl::StatusOr<v1::TokenizeResponse> Gateway::Tokenize(Engine* engine,
+                                                       const v1::TokenizeRequest& request) const {
   LimitsSection limits;
   {
     absl::MutexLock lock(&mu_);

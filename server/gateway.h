@@ -1,9 +1,11 @@
 // Gateway: what every transport of dllm-server shares, with no transport in it.
 //
-// The gRPC service (diffusion_service.h) and the HTTP API (http_server.h) are thin layers
-// over one Gateway: they turn their wire format into a v1::GenerateRequest plus the caller's
-// authorization header and deadline, and turn absl::Status into their own status codes. The
-// Gateway does the rest, the same way for both:
+// The gRPC service (grpc/diffusion_service.h) and the HTTP API (http/http_server.h) are thin
+// layers over one Gateway: they turn their wire format into a v1::GenerateRequest plus the
+// caller's authorization header and deadline, start one GatewayCall per generation
+// (gateway_call.h: admission, submission, the open-call count, the reply-size check and the
+// call record), and turn absl::Status into their own status codes. The Gateway does the rest,
+// the same way for both:
 //   - availability: UNAVAILABLE while the model loads (before AttachEngine) and once the
 //     server drains (SetDraining); health reports NOT_SERVING from SetLameDuck on;
 //   - auth: the bearer tokens (TokenAuthenticator);
@@ -79,29 +81,12 @@ class Gateway {
   // when absent).
   absl::Status CheckAvailable(std::optional<std::string_view> authorization, Engine** engine) const;
 
-  struct Admitted {
-    Engine* engine = nullptr;
-    GenerationRequest request;  // validated; prompt_ids set (tokenized here, once)
-  };
   // The id used in logs and responses: the caller's request_id when it is valid, else a
   // server-assigned "req-<n>" (so even refused calls are logged under a safe id).
   std::string LogId(const v1::GenerateRequest& request);
-  // Availability and auth, then the request mapped onto the defaults and validated, then
-  // tokenized (so that the prompt-length limit is checked before queueing; the engine uses
-  // the ids verbatim). `deadline` is the caller's (InfiniteFuture when none).
-  absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
-                                 const v1::GenerateRequest& request, const std::string& request_id);
-  // The status a generation ends with, from its engine final event: a cancellation that came
-  // with the deadline is DEADLINE_EXCEEDED (EngineRequestLink::cancelled_by_deadline), one
-  // caused by the drain timing out is UNAVAILABLE, the client's own is CANCELLED.
-  absl::Status FinalStatus(const FinalEvent& event, const EngineRequestLink& link) const;
   // RESOURCE_EXHAUSTED naming the size when `reply` exceeds server.max_send_message_bytes.
   absl::Status CheckReplySize(const google::protobuf::Message& reply) const;
 
-  // Bookkeeping for WaitForOpenCalls: a call that reached Submit, until its transport is
-  // done with it.
-  void CallOpened();
-  void CallClosed();
   // Waits until every call counted by CallOpened was closed; false on timeout. Used at
   // shutdown, after SetDraining and Engine::Drain, so the last replies leave before the
   // process does.
@@ -111,20 +96,37 @@ class Gateway {
   void RecordCall(const char* method, const std::string& request_id, const absl::Status& status,
                   const FinalEvent* event, absl::Time start, const char* protocol);
 
-  // Tokenize: the ids, their bytes and the rendering of a prompt or chat. Fails like
-  // CheckAvailable, and INVALID_ARGUMENT for input over limits.max_prompt_bytes (checked
-  // before tokenizing).
-  absl::StatusOr<v1::TokenizeResponse> Tokenize(std::optional<std::string_view> authorization,
+  // Tokenize: the ids, their bytes and the rendering of a prompt or chat, with the engine a
+  // CheckAvailable of the same call returned (auth runs once per call). INVALID_ARGUMENT for
+  // input over limits.max_prompt_bytes (checked before tokenizing).
+  absl::StatusOr<v1::TokenizeResponse> Tokenize(Engine* engine,
                                                 const v1::TokenizeRequest& request) const;
   // GetModelInfo's answer: the model, the effective defaults and the limits. Fails like
   // CheckAvailable.
   absl::Status DescribeModel(std::optional<std::string_view> authorization,
                              v1::GetModelInfoResponse* out) const;
-  // The effective request defaults (valid once AttachEngine succeeded).
-  RequestDefaults Defaults() const;
-  const ServerConfig& config() const { return config_; }
 
  private:
+  // A generation call's steps are GatewayCall's (gateway_call.h), which owns the call.
+  friend class GatewayCall;
+  struct Admitted {
+    Engine* engine = nullptr;
+    GenerationRequest request;  // validated; prompt_ids set (tokenized here, once)
+  };
+  // Availability and auth, then the request mapped onto the defaults and validated, then
+  // tokenized (so that the prompt-length limit is checked before queueing; the engine uses
+  // the ids verbatim). `deadline` is the caller's (InfiniteFuture when none).
+  absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
+                                 const v1::GenerateRequest& request, const std::string& request_id);
+  // The status a generation ends with, from its engine final event: a cancellation that came
+  // with the deadline is DEADLINE_EXCEEDED (EngineRequestLink::cancelled_by_deadline), one
+  // caused by the drain timing out is UNAVAILABLE, the client's own is CANCELLED.
+  absl::Status FinalStatus(const FinalEvent& event, const EngineRequestLink& link) const;
+  // Bookkeeping for WaitForOpenCalls: a call that reached Submit, until its transport is
+  // done with it.
+  void CallOpened();
+  void CallClosed();
+
   const ServerConfig config_;
   const TokenAuthenticator* const auth_;
   ServerMetrics* const metrics_;

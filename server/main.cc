@@ -33,15 +33,15 @@
 #include "server/auth.h"
 #include "server/command_line.h"
 #include "server/config.h"
-#include "server/grpc/diffusion_service.h"
 #include "server/gateway.h"
+#include "server/grpc/diffusion_service.h"
 #include "server/grpc/grpc_listener.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/http/http_server.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/server_flags.h"
-#include "server/grpc/tls_credentials.h"
 #include "server/warmup.h"
 
 namespace dllm {
@@ -143,7 +143,9 @@ void RouteProtobufLog(google::protobuf::LogLevel severity, const char* file, int
   LogLibraryLine(level, "protobuf", file, line, message);
 }
 
-int Run(int argc, char** argv) {
+// Reads the command line and the config file it names, then applies the flags over it.
+// Returns the exit code when the process ends here (bad usage, --help, an unusable config).
+std::optional<int> LoadConfig(int argc, char** argv, ServerConfig* config) {
   absl::StatusOr<CommandLine> cl =
       ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!cl.ok()) {
@@ -154,130 +156,136 @@ int Run(int argc, char** argv) {
     std::cout << CommandLineUsage();
     return 0;
   }
-  ServerConfig config;
   if (cl->config_path) {
     absl::StatusOr<ServerConfig> loaded = LoadServerConfig(*cl->config_path);
     if (!loaded.ok()) {
       std::cerr << "dllm-server: " << loaded.status().message() << "\n";
       return 1;
     }
-    config = *std::move(loaded);
+    *config = *std::move(loaded);
   }
-  if (absl::Status st = ApplyCommandLine(*cl, &config); !st.ok()) {
+  if (absl::Status st = ApplyCommandLine(*cl, config); !st.ok()) {
     std::cerr << "dllm-server: " << st.message() << "\n";
     return 2;
   }
+  return std::nullopt;
+}
 
-  Logger logger(config.logging.level, config.logging.format, &std::cerr);
-  g_library_logger.store(&logger);
-  gpr_set_log_function(RouteGrpcLog);
-  google::protobuf::SetLogHandler(RouteProtobufLog);
-  struct Unroute {
-    ~Unroute() { g_library_logger.store(nullptr); }
-  } unroute;
-  auto fail = [&logger](std::string_view what, const absl::Status& status) {
-    logger.Error("startup_failed",
-                 {{"stage", std::string(what)}, {"error", std::string(status.message())}});
-    return 1;
-  };
-  if (absl::Status st = InstallStopSignalHandlers(); !st.ok()) return fail("signals", st);
-  // Every client connection is a descriptor, and the usual soft limit (1024) is far below
-  // http.max_connections: use what the hard limit allows, as nginx and Go servers do.
+// Routes gRPC's and protobuf's log lines into `logger` for as long as this object lives.
+class LibraryLogRoute {
+ public:
+  explicit LibraryLogRoute(Logger* logger) {
+    g_library_logger.store(logger);
+    gpr_set_log_function(RouteGrpcLog);
+    google::protobuf::SetLogHandler(RouteProtobufLog);
+  }
+  ~LibraryLogRoute() { g_library_logger.store(nullptr); }
+  LibraryLogRoute(const LibraryLogRoute&) = delete;
+  LibraryLogRoute& operator=(const LibraryLogRoute&) = delete;
+};
+
+// Every client connection is a descriptor, and the usual soft limit (1024) is far below
+// http.max_connections: use what the hard limit allows, as nginx and Go servers do.
+void RaiseOpenFileLimit(Logger& logger) {
   if (rlimit files = {}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
       logger.Warning("open_file_limit", {{"detail", std::string("cannot raise RLIMIT_NOFILE")}});
     }
   }
+}
 
-  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = TokenAuthenticator::Create(
-      config.auth, [](const std::string& name) -> std::optional<std::string> {
-        const char* value = std::getenv(name.c_str());
-        if (value == nullptr) return std::nullopt;
-        return std::string(value);
-      });
-  if (!auth.ok()) return fail("auth", auth.status());
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(config.tls);
-  if (!credentials.ok()) return fail("tls", credentials.status());
+absl::StatusOr<std::unique_ptr<TokenAuthenticator>> CreateAuthenticator(const AuthSection& auth) {
+  return TokenAuthenticator::Create(auth,
+                                    [](const std::string& name) -> std::optional<std::string> {
+                                      const char* value = std::getenv(name.c_str());
+                                      if (value == nullptr) return std::nullopt;
+                                      return std::string(value);
+                                    });
+}
 
-  // Metrics outlive the engine (the engine holds the observer pointer).
-  std::unique_ptr<ServerMetrics> metrics;
+// Members in the order of their construction, so that they are destroyed in reverse.
+struct MetricsServing {
+  std::unique_ptr<ServerMetrics> metrics;  // null when metrics.port is 0
   std::unique_ptr<prometheus::Exposer> exposer;
-  auto process_metrics = std::make_shared<ProcessMetrics>();
-  if (config.metrics.port != 0) {
-    metrics = std::make_unique<ServerMetrics>();
-    const std::string bind = absl::StrCat(config.metrics.address, ":", config.metrics.port);
-    try {
-      // civetweb gives each connection a worker thread until its request arrives or
-      // request_timeout_ms passes: with prometheus-cpp's default (2 threads, civetweb's 30 s)
-      // two idle TCP connections held off every scrape for 30 s. More workers, and idle
-      // connections dropped after 3 s (a scrape request arrives at once).
-      exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-          "listening_ports", bind, "num_threads", "10", "request_timeout_ms", "3000"});
-    } catch (const std::exception& e) {
-      return fail("metrics", absl::UnavailableError(
-                                 absl::StrCat("cannot serve metrics on ", bind, ": ", e.what())));
-    }
-    exposer->RegisterCollectable(metrics->registry());
-    exposer->RegisterCollectable(process_metrics);
-  }
+  std::shared_ptr<ProcessMetrics> process = std::make_shared<ProcessMetrics>();
+};
 
-  // Declared before both transports, so destroyed after them (their calls point at it).
-  Gateway gateway(config, auth->get(), metrics.get(), &logger);
-  DiffusionService service(&gateway);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // The gRPC port's socket is ours (server/grpc/grpc_listener.h): a drain can close it.
-  absl::StatusOr<std::unique_ptr<GrpcListener>> grpc_listener =
-      GrpcListener::Bind(config.server.address);
-  if (!grpc_listener.ok()) return fail("listen", grpc_listener.status());
-  const int selected_port = (*grpc_listener)->port();
+// Serves /metrics (unless metrics.port is 0).
+absl::Status StartMetrics(const MetricsSection& config, MetricsServing* out) {
+  if (config.port == 0) return absl::OkStatus();
+  out->metrics = std::make_unique<ServerMetrics>();
+  const std::string bind = absl::StrCat(config.address, ":", config.port);
+  try {
+    // civetweb gives each connection a worker thread until its request arrives or
+    // request_timeout_ms passes: with prometheus-cpp's default (2 threads, civetweb's 30 s)
+    // two idle TCP connections held off every scrape for 30 s. More workers, and idle
+    // connections dropped after 3 s (a scrape request arrives at once).
+    out->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", bind, "num_threads", "10", "request_timeout_ms", "3000"});
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", bind, ": ", e.what()));
+  }
+  out->exposer->RegisterCollectable(out->metrics->registry());
+  out->exposer->RegisterCollectable(out->process);
+  return absl::OkStatus();
+}
+
+// Members in the order of their construction, so that they are destroyed in reverse. The
+// builder stays alive with the server, as it did when it was a local of Run.
+struct GrpcServing {
   grpc::ServerBuilder builder;
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor =
-      builder.experimental().AddExternalConnectionAcceptor(
-          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.server.max_receive_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(config.server.max_send_message_bytes));
-  if (config.server.threads > 0) {
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// Builds and starts the gRPC server; its connections come through `out->acceptor`, which the
+// caller hands to the listener that owns the port.
+absl::Status StartGrpcServer(const ServerSection& config,
+                             const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                             DiffusionService* service, GrpcServing* out) {
+  grpc::ServerBuilder& builder = out->builder;
+  out->acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_receive_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_send_message_bytes));
+  if (config.threads > 0) {
     grpc::ResourceQuota quota("dllm-server");
-    quota.SetMaxThreads(config.server.threads);
+    quota.SetMaxThreads(config.threads);
     builder.SetResourceQuota(quota);
   }
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
-    return fail("listen",
-                absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.server.address,
-                                                    ": gRPC could not start the server")));
+  out->server = builder.BuildAndStart();
+  if (out->server == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", config.address, ": gRPC could not start the server"));
   }
-  (*grpc_listener)->Start(std::move(acceptor));
-  // The OpenAI-compatible HTTP API (off unless http.port is set): same service, same engine.
-  std::unique_ptr<HttpServer> http;
-  if (config.http.port != 0) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(config, &gateway, &logger);
-    if (!started.ok()) {
-      server->Shutdown(std::chrono::system_clock::now());
-      return fail("http", started.status());
-    }
-    http = *std::move(started);
-    logger.Info("http_listening", {{"address", config.http.address},
-                                   {"port", int64_t{http->port()}},
-                                   {"tls", config.tls.enabled()}});
-  }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  // The default health service knows only "" until a service's status is set explicitly;
-  // from then on SetServingStatus(bool) updates both.
-  health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
-  health->SetServingStatus(false);
+  return absl::OkStatus();
+}
+
+// The OpenAI-compatible HTTP API (off unless http.port is set): same service, same engine.
+absl::Status StartHttp(const ServerConfig& config, Gateway* gateway, Logger* logger,
+                       std::unique_ptr<HttpServer>* http) {
+  if (config.http.port == 0) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(config, gateway, logger);
+  if (!started.ok()) return started.status();
+  *http = *std::move(started);
+  logger->Info("http_listening", {{"address", config.http.address},
+                                  {"port", int64_t{(*http)->port()}},
+                                  {"tls", config.tls.enabled()}});
+  return absl::OkStatus();
+}
+
+void LogListening(Logger& logger, const ServerConfig& config, int port, bool auth_enabled) {
   logger.Info("listening", {{"address", config.server.address},
-                            {"port", int64_t{selected_port}},
+                            {"port", int64_t{port}},
                             {"tls", config.tls.enabled()},
                             {"mtls", !config.tls.client_ca.empty()},
-                            {"auth", (*auth)->enabled()},
+                            {"auth", auth_enabled},
                             {"metrics_port", int64_t{config.metrics.port}}});
+}
 
+EngineOptions EngineOptionsFor(const ServerConfig& config, ServerMetrics* metrics) {
   EngineOptions options;
   options.model_dir = config.engine.model;
   options.backend = config.engine.backend;
@@ -286,16 +294,21 @@ int Run(int argc, char** argv) {
   options.queue_capacity = config.engine.queue_capacity;
   options.cpu_threads = config.engine.cpu_threads;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
-  options.observer = metrics.get();
+  options.observer = metrics;
   options.shadow.sample_rate = config.cache.shadow_sample_rate;
   options.shadow.max_time_fraction = config.cache.shadow_max_time_fraction;
   options.shadow.tau_autotune = config.cache.autotune;
+  return options;
+}
+
+// Loads the model; `metrics` (may be null) observes the engine and gets the build info.
+absl::StatusOr<std::unique_ptr<Engine>> LoadEngine(const ServerConfig& config,
+                                                   ServerMetrics* metrics, Logger& logger) {
+  // The engine keeps its own copy of the options.
+  const EngineOptions options = EngineOptionsFor(config, metrics);
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
-  if (!engine.ok()) {
-    server->Shutdown(std::chrono::system_clock::now());
-    return fail("load_model", engine.status());
-  }
+  if (!engine.ok()) return engine.status();
   const ModelInfo& info = (*engine)->model_info();
   if (metrics != nullptr) {
     metrics->SetBuildInfo(DLLM_VERSION, std::string(BackendName(config.engine.backend)),
@@ -306,65 +319,77 @@ int Run(int argc, char** argv) {
                                {"backend", std::string(BackendName(config.engine.backend))},
                                {"layers", int64_t{info.num_layers}},
                                {"load_ms", absl::ToDoubleMilliseconds(absl::Now() - load_start)}});
-  if (config.server.warmup) {
-    const absl::Time warm_start = absl::Now();
-    if (absl::Status st = RunWarmup(**engine, kWarmupTimeout); !st.ok()) {
-      server->Shutdown(std::chrono::system_clock::now());
-      return fail("warmup", st);
-    }
-    logger.Info("warmup_done", {{"ms", absl::ToDoubleMilliseconds(absl::Now() - warm_start)}});
-  }
-  if (absl::Status st = gateway.AttachEngine(engine->get()); !st.ok()) {
-    server->Shutdown(std::chrono::system_clock::now());
-    return fail("config", st);
-  }
-  if (!StopSignalPending()) {  // a pod stopped during loading never turns ready
-    health->SetServingStatus(true);
-    logger.Info("serving", {{"port", int64_t{selected_port}}});
-  }
+  return engine;
+}
 
+absl::Status WarmUp(Engine& engine, Logger& logger) {
+  const absl::Time warm_start = absl::Now();
+  if (absl::Status st = RunWarmup(engine, kWarmupTimeout); !st.ok()) return st;
+  logger.Info("warmup_done", {{"ms", absl::ToDoubleMilliseconds(absl::Now() - warm_start)}});
+  return absl::OkStatus();
+}
+
+// What the shutdown acts on; all of it is owned by Run.
+struct Serving {
+  const ServerSection* config;
+  Logger* logger;
+  Gateway* gateway;
+  grpc::HealthCheckServiceInterface* health;
+  GrpcListener* grpc_listener;
+  HttpServer* http;                 // null when http.port is 0
+  std::unique_ptr<Engine>* engine;  // reset once drained
+};
+
+// Blocks until SIGTERM or SIGINT, then reports NOT_SERVING. Returns the signal's number.
+int AwaitStopSignal(const Serving& s) {
   const int signal_number = WaitForStopSignal();
   // Lame duck (SIGTERM only; an interactive ^C stops at once): health checks report
   // NOT_SERVING while every call is still served, so that balancers and clients that check
   // health move away first. A second signal cuts it short.
-  health->SetServingStatus(false);
-  gateway.SetLameDuck();
-  if (signal_number == SIGTERM && config.server.lame_duck_seconds > 0) {
-    logger.Info("lame_duck", {{"seconds", config.server.lame_duck_seconds}});
-    WaitForStopSignalFor(absl::Seconds(config.server.lame_duck_seconds));
+  s.health->SetServingStatus(false);
+  s.gateway->SetLameDuck();
+  if (signal_number == SIGTERM && s.config->lame_duck_seconds > 0) {
+    s.logger->Info("lame_duck", {{"seconds", s.config->lame_duck_seconds}});
+    WaitForStopSignalFor(absl::Seconds(s.config->lame_duck_seconds));
   }
+  return signal_number;
+}
+
+[[noreturn]] void DrainAndExit(int signal_number, const Serving& s) {
   // The drain timeout bounds the rest of the shutdown, whatever clients do (plus a second
   // to write the last replies).
   const absl::Time stop_deadline =
-      absl::Now() + absl::Seconds(config.server.drain_timeout_seconds) + absl::Seconds(1);
-  logger.Info("draining", {{"signal", int64_t{signal_number}},
-                           {"drain_timeout_seconds", config.server.drain_timeout_seconds}});
+      absl::Now() + absl::Seconds(s.config->drain_timeout_seconds) + absl::Seconds(1);
+  s.logger->Info("draining", {{"signal", int64_t{signal_number}},
+                              {"drain_timeout_seconds", s.config->drain_timeout_seconds}});
   // Stop accepting connections: a balancer that still sends here now gets "connection
   // refused", which it retries on another replica (a call refused with UNAVAILABLE on an
   // open connection it may not retry). Open connections are still answered.
-  (*grpc_listener)->StopAccepting();
-  if (http != nullptr) http->StopAccepting();
+  s.grpc_listener->StopAccepting();
+  if (s.http != nullptr) s.http->StopAccepting();
   // A connection accepted just before the listener closed (a balancer that opens one per
   // call) sends its call a moment later: admit it rather than refuse it.
   absl::SleepFor(kAcceptedConnectionGrace);
-  gateway.SetDraining();
-  (*engine)->Drain(absl::Seconds(config.server.drain_timeout_seconds));
+  s.gateway->SetDraining();
+  (*s.engine)->Drain(absl::Seconds(s.config->drain_timeout_seconds));
   // Every accepted request has its final event now; wait until gRPC has handed their replies
   // to the transport, and give the kernel a moment to send them.
-  gateway.WaitForOpenCalls(std::max(absl::ZeroDuration(), std::min(absl::FromChrono(kShutdownGrace),
-                                                                   stop_deadline - absl::Now())));
+  s.gateway->WaitForOpenCalls(
+      std::max(absl::ZeroDuration(),
+               std::min(absl::FromChrono(kShutdownGrace), stop_deadline - absl::Now())));
   absl::SleepFor(kFinalFlush);
   // HTTP: close the listener and wait for its connection threads, i.e. until every HTTP
   // response (all of which have their final events now) is written; idle keep-alive
   // connections delay this by at most the keep-alive timeout, and a client trickling bytes
   // no longer than the stop deadline.
-  if (http != nullptr && !http->Stop(std::max(absl::ZeroDuration(), stop_deadline - absl::Now()))) {
-    logger.Warning("http_stop_timeout",
-                   {{"detail", std::string("HTTP connections still open at the drain deadline "
-                                           "were closed by exiting")}});
+  if (s.http != nullptr &&
+      !s.http->Stop(std::max(absl::ZeroDuration(), stop_deadline - absl::Now()))) {
+    s.logger->Warning("http_stop_timeout",
+                      {{"detail", std::string("HTTP connections still open at the drain deadline "
+                                              "were closed by exiting")}});
   }
-  engine->reset();
-  logger.Info("stopped");
+  s.engine->reset();
+  s.logger->Info("stopped");
   std::cerr.flush();
   // Deliberately no grpc::Server::Shutdown (and no destructors, which would call it): calls
   // that reach gRPC while it shuts down are dropped as zombies and their clients see
@@ -373,6 +398,88 @@ int Run(int argc, char** argv) {
   // client to retry elsewhere. Calls that arrive meanwhile get UNAVAILABLE from the service
   // (SetDraining) and are logged and counted as such.
   std::_Exit(0);
+}
+
+// Start-up: config, logging, signals, auth and TLS, metrics, the gRPC listener (health
+// NOT_SERVING), HTTP, the model, warm-up, SERVING; then wait for a stop signal and drain.
+int Run(int argc, char** argv) {
+  ServerConfig config;
+  if (std::optional<int> exit_code = LoadConfig(argc, argv, &config)) return *exit_code;
+
+  Logger logger(config.logging.level, config.logging.format, &std::cerr);
+  LibraryLogRoute library_log_route(&logger);
+  auto fail = [&logger](std::string_view what, const absl::Status& status) {
+    logger.Error("startup_failed",
+                 {{"stage", std::string(what)}, {"error", std::string(status.message())}});
+    return 1;
+  };
+  if (absl::Status st = InstallStopSignalHandlers(); !st.ok()) return fail("signals", st);
+  RaiseOpenFileLimit(logger);
+
+  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = CreateAuthenticator(config.auth);
+  if (!auth.ok()) return fail("auth", auth.status());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config.tls);
+  if (!credentials.ok()) return fail("tls", credentials.status());
+  // Metrics outlive the engine (the engine holds the observer pointer).
+  MetricsServing metrics;
+  if (absl::Status st = StartMetrics(config.metrics, &metrics); !st.ok()) {
+    return fail("metrics", st);
+  }
+
+  // Declared before both transports, so destroyed after them (their calls point at it).
+  Gateway gateway(config, auth->get(), metrics.metrics.get(), &logger);
+  DiffusionService service(&gateway);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The gRPC port's socket is ours (server/grpc/grpc_listener.h): a drain can close it.
+  absl::StatusOr<std::unique_ptr<GrpcListener>> grpc_listener =
+      GrpcListener::Bind(config.server.address);
+  if (!grpc_listener.ok()) return fail("listen", grpc_listener.status());
+  const int selected_port = (*grpc_listener)->port();
+  GrpcServing grpc;
+  if (absl::Status st = StartGrpcServer(config.server, *credentials, &service, &grpc); !st.ok()) {
+    return fail("listen", st);
+  }
+  (*grpc_listener)->Start(std::move(grpc.acceptor));
+  // From here on a failed start-up stops the gRPC server before it logs why.
+  auto stop_and_fail = [&](std::string_view what, const absl::Status& status) {
+    grpc.server->Shutdown(std::chrono::system_clock::now());
+    return fail(what, status);
+  };
+  std::unique_ptr<HttpServer> http;
+  if (absl::Status st = StartHttp(config, &gateway, &logger, &http); !st.ok()) {
+    return stop_and_fail("http", st);
+  }
+  grpc::HealthCheckServiceInterface* health = grpc.server->GetHealthCheckService();
+  // The default health service knows only "" until a service's status is set explicitly;
+  // from then on SetServingStatus(bool) updates both.
+  health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
+  health->SetServingStatus(false);
+  LogListening(logger, config, selected_port, (*auth)->enabled());
+
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      LoadEngine(config, metrics.metrics.get(), logger);
+  if (!engine.ok()) return stop_and_fail("load_model", engine.status());
+  if (config.server.warmup) {
+    if (absl::Status st = WarmUp(**engine, logger); !st.ok()) return stop_and_fail("warmup", st);
+  }
+  if (absl::Status st = gateway.AttachEngine(engine->get()); !st.ok()) {
+    return stop_and_fail("config", st);
+  }
+  if (!StopSignalPending()) {  // a pod stopped during loading never turns ready
+    health->SetServingStatus(true);
+    logger.Info("serving", {{"port", int64_t{selected_port}}});
+  }
+
+  const Serving serving = {.config = &config.server,
+                           .logger = &logger,
+                           .gateway = &gateway,
+                           .health = health,
+                           .grpc_listener = grpc_listener->get(),
+                           .http = http.get(),
+                           .engine = &*engine};
+  DrainAndExit(AwaitStopSignal(serving), serving);
 }
 
 }  // namespace

@@ -85,14 +85,14 @@ void Set(const ParamValue& value, DecodingParams* d, CacheParams* c) {
 
 // What a table row says beyond its member: names, domain and doc.
 struct Row {
-  absl::string_view name;
-  absl::string_view alias;
-  absl::string_view unit;
+  absl::string_view name = {};
+  absl::string_view alias = {};
+  absl::string_view unit = {};
   double lo = 0;
   double hi = 0;
   bool lo_open = false;
   bool hi_open = false;
-  absl::string_view doc;
+  absl::string_view doc = {};
 };
 
 template <auto M>
@@ -168,18 +168,15 @@ std::string TauNotNan(const ParamValue& value, const ParamLimits&) {
   return "";
 }
 
-std::vector<ParamField> BuildTable() {
+// The table in four parts, in the proto's field order: the unmasking schedule, token
+// sampling, the cache policy with EntropyCache's knobs, and the baselines' knobs.
+void AddScheduleRows(std::vector<ParamField>* t) {
   using D = DecodingParams;
-  using K = CacheParams;
-  using P = CachePolicyKind;
-  const std::vector<P> entropy_like = {P::kEntropy, P::kInterval};
-  std::vector<ParamField> t;
-  // ---- decoding, in DecodingOptions' field order
   {
     ParamField f = Field<&D::schedule>(
         {.name = "schedule", .doc = "which answer positions get unmasked at each step"});
     f.choices = NamesOf(kAllSchedules);
-    t.push_back(std::move(f));
+    t->push_back(std::move(f));
   }
   {
     ParamField f =
@@ -187,9 +184,9 @@ std::vector<ParamField> BuildTable() {
                               .alias = "alg",
                               .doc = "how candidate positions are ranked for unmasking"});
     f.choices = NamesOf(kAllRemaskings);
-    t.push_back(std::move(f));
+    t->push_back(std::move(f));
   }
-  t.push_back(WithLimit(
+  t->push_back(WithLimit(
       Field<&D::steps>({.name = "steps",
                         .unit = "steps",
                         .lo = 0,
@@ -197,7 +194,7 @@ std::vector<ParamField> BuildTable() {
                         .doc = "total denoising steps of the quota schedules; 0: one per answer "
                                "token"}),
       "max_steps", [](const ParamLimits& l) -> double { return l.max_steps; }));
-  t.push_back(ForSchedules(
+  t->push_back(ForSchedules(
       WithLimit(Field<&D::block_length>(
                     {.name = "block_length",
                      .alias = "b",
@@ -209,7 +206,7 @@ std::vector<ParamField> BuildTable() {
                 "max_block_length",
                 [](const ParamLimits& l) -> double { return l.max_block_length; }),
       {Schedule::kBlock}));
-  t.push_back(ForSchedules(
+  t->push_back(ForSchedules(
       WithLimit(Field<&D::window>({.name = "window",
                                    .alias = "w",
                                    .unit = "tokens",
@@ -218,7 +215,7 @@ std::vector<ParamField> BuildTable() {
                                    .doc = "window schedule: masks in the denoising window"}),
                 "max_window", [](const ParamLimits& l) -> double { return l.max_window; }),
       {Schedule::kWindow}));
-  t.push_back(ForSchedules(
+  t->push_back(ForSchedules(
       Field<&D::confidence_threshold>(
           {.name = "confidence_threshold",
            .alias = "threshold",
@@ -227,7 +224,11 @@ std::vector<ParamField> BuildTable() {
            .doc = "> 0: commit every candidate at least this confident, at least one per step "
                   "(Fast-dLLM parallel decoding); 0: a fixed quota per step"}),
       {Schedule::kBlock, Schedule::kWindow}));
-  t.push_back(WithLimit(
+}
+
+void AddSamplingRows(std::vector<ParamField>* t) {
+  using D = DecodingParams;
+  t->push_back(WithLimit(
       Field<&D::temperature>({.name = "temperature",
                               .lo = 0,
                               .hi = kInf,
@@ -237,38 +238,43 @@ std::vector<ParamField> BuildTable() {
     ParamField f = Field<&D::top_k>(
         {.name = "top_k", .lo = 0, .hi = 1 << 30, .doc = "top-k filter for sampling; 0: off"});
     f.extra_check = &TopKInVocabulary;
-    t.push_back(std::move(f));
+    t->push_back(std::move(f));
   }
-  t.push_back(Field<&D::top_p>({.name = "top_p",
+  t->push_back(Field<&D::top_p>({.name = "top_p",
+                                 .lo = 0,
+                                 .hi = 1,
+                                 .lo_open = true,
+                                 .doc = "nucleus filter for sampling; 1: off"}));
+  t->push_back(Field<&D::seed>({.name = "seed",
                                 .lo = 0,
-                                .hi = 1,
-                                .lo_open = true,
-                                .doc = "nucleus filter for sampling; 1: off"}));
-  t.push_back(Field<&D::seed>({.name = "seed",
-                               .lo = 0,
-                               .hi = static_cast<double>(std::numeric_limits<uint64_t>::max()),
-                               .doc = "sampling seed; results never depend on the batch"}));
-  t.push_back(ForSchedules(Field<&D::eps>({.name = "eps",
-                                           .lo = 0,
-                                           .hi = 1,
-                                           .lo_open = true,
-                                           .hi_open = true,
-                                           .doc = "timestep schedule: the final timestep"}),
-                           {Schedule::kTimestep}));
-  t.push_back(
+                                .hi = static_cast<double>(std::numeric_limits<uint64_t>::max()),
+                                .doc = "sampling seed; results never depend on the batch"}));
+  t->push_back(ForSchedules(Field<&D::eps>({.name = "eps",
+                                            .lo = 0,
+                                            .hi = 1,
+                                            .lo_open = true,
+                                            .hi_open = true,
+                                            .doc = "timestep schedule: the final timestep"}),
+                            {Schedule::kTimestep}));
+  t->push_back(
       ForSchedules(Field<&D::alg_temp>({.name = "alg_temp",
                                         .lo = 0,
                                         .hi = 100,
                                         .doc = "timestep schedule: > 0 samples positions from "
                                                "softmax(confidence / alg_temp)"}),
                    {Schedule::kTimestep}));
-  // ---- cache, in CacheOptions' field order
+}
+
+void AddCacheRows(std::vector<ParamField>* t) {
+  using K = CacheParams;
+  using P = CachePolicyKind;
+  const std::vector<P> entropy_like = {P::kEntropy, P::kInterval};
   {
     ParamField f = Field<&K::policy>(
         {.name = "policy", .alias = "cache", .doc = "the approximate KV cache policy"});
     f.choices = NamesOf(kAllCachePolicies);
     f.extra_check = &PolicyAllowed;
-    t.push_back(std::move(f));
+    t->push_back(std::move(f));
   }
   {
     ParamField f = Field<&K::entropy_threshold>(
@@ -280,9 +286,9 @@ std::vector<ParamField> BuildTable() {
          .doc = "EntropyCache tau: a step whose max committed entropy exceeds it makes the next "
                 "step full; negative: every step full, +inf: never on entropy"});
     f.extra_check = &TauNotNan;
-    t.push_back(ForPolicies(std::move(f), {P::kEntropy}));
+    t->push_back(ForPolicies(std::move(f), {P::kEntropy}));
   }
-  t.push_back(ForPolicies(
+  t->push_back(ForPolicies(
       Field<&K::recent_k>({.name = "recent_k",
                            .alias = "k",
                            .unit = "tokens",
@@ -290,7 +296,7 @@ std::vector<ParamField> BuildTable() {
                            .hi = 1 << 20,
                            .doc = "most recently committed tokens recomputed in partial steps"}),
       entropy_like));
-  t.push_back(ForPolicies(
+  t->push_back(ForPolicies(
       WithLimit(Field<&K::refresh_interval>({.name = "refresh_interval",
                                              .alias = "n",
                                              .unit = "steps",
@@ -300,7 +306,7 @@ std::vector<ParamField> BuildTable() {
                                                     "refreshes"}),
                 "max_steps", [](const ParamLimits& l) -> double { return l.max_steps; }),
       {P::kInterval}));
-  t.push_back(
+  t->push_back(
       WithLimit(Field<&K::shadow_sample_rate>(
                     {.name = "shadow_sample_rate",
                      .alias = "shadow",
@@ -310,7 +316,12 @@ std::vector<ParamField> BuildTable() {
                             "(observability only); unset: the server's rate"}),
                 "max_shadow_sample_rate",
                 [](const ParamLimits& l) -> double { return l.max_shadow_sample_rate; }));
-  t.push_back(ForPolicies(
+}
+
+void AddBaselineRows(std::vector<ParamField>* t) {
+  using K = CacheParams;
+  using P = CachePolicyKind;
+  t->push_back(ForPolicies(
       Field<&K::d2_current_k>({.name = "d2_current_k",
                                .alias = "current_k",
                                .unit = "tokens",
@@ -319,7 +330,7 @@ std::vector<ParamField> BuildTable() {
                                .doc = "d2Cache: masked rows recomputed per step, ranked by "
                                       "certainty density"}),
       {P::kD2Cache}));
-  t.push_back(ForPolicies(
+  t->push_back(ForPolicies(
       Field<&K::d2_rollout_p>({.name = "d2_rollout_p",
                                .alias = "rollout_p",
                                .lo = 0,
@@ -327,7 +338,7 @@ std::vector<ParamField> BuildTable() {
                                .doc = "d2Cache: attention-rollout nucleus mass of the other "
                                       "tokens recomputed per step"}),
       {P::kD2Cache}));
-  t.push_back(
+  t->push_back(
       ForPolicies(Field<&K::d2_sigma>({.name = "d2_sigma",
                                        .alias = "sigma",
                                        .unit = "positions",
@@ -337,7 +348,7 @@ std::vector<ParamField> BuildTable() {
                                        .hi_open = true,
                                        .doc = "d2Cache: width of the certainty-density Gaussian"}),
                   {P::kD2Cache}));
-  t.push_back(ForPolicies(
+  t->push_back(ForPolicies(
       Field<&K::elastic_gamma>({.name = "elastic_gamma",
                                 .alias = "gamma",
                                 .lo = -1,
@@ -346,6 +357,14 @@ std::vector<ParamField> BuildTable() {
                                        "token's attention between steps, the deeper layers are "
                                        "recomputed for every row"}),
       {P::kElastic}));
+}
+
+std::vector<ParamField> BuildTable() {
+  std::vector<ParamField> t;
+  AddScheduleRows(&t);
+  AddSamplingRows(&t);
+  AddCacheRows(&t);
+  AddBaselineRows(&t);
   return t;
 }
 

@@ -118,27 +118,23 @@ absl::Status CheckParamValue(const ParamField& field, const ParamValue& value,
 // Converts a C++ value of a field's type to a ParamValue and back (enums via their integer).
 template <typename T>
 ParamValue ToParamValue(T value) {
-  if constexpr (std::is_enum_v<T>) {
-    return static_cast<int64_t>(value);
-  } else if constexpr (std::is_same_v<T, uint64_t>) {
+  if constexpr (std::is_same_v<T, uint64_t>) {
     return value;
   } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<double>(value);
   } else {
-    static_assert(std::is_integral_v<T>);
-    return static_cast<int64_t>(value);
+    static_assert(std::is_enum_v<T> || std::is_integral_v<T>);
+    return static_cast<int64_t>(value);  // int32 fields, and enums by their integer value
   }
 }
 template <typename T>
 T FromParamValue(const ParamValue& value) {
-  if constexpr (std::is_enum_v<T>) {
-    return static_cast<T>(std::get<int64_t>(value));
-  } else if constexpr (std::is_same_v<T, uint64_t>) {
+  if constexpr (std::is_same_v<T, uint64_t>) {
     return std::get<uint64_t>(value);
   } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(std::get<double>(value));
   } else {
-    return static_cast<T>(std::get<int64_t>(value));
+    return static_cast<T>(std::get<int64_t>(value));  // int32 fields and enums
   }
 }
 

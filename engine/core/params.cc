@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/core/enum_names.h"
 #include "engine/core/param_fields.h"
 #include "engine/core/shortest_decimal.h"
 #include "engine/core/status_macros.h"
@@ -12,18 +13,12 @@
 namespace dllm {
 namespace {
 
-template <typename E>
-struct Named {
-  E value;
-  const char* name;
-};
-
-constexpr std::array<Named<Schedule>, 3> kSchedules = {{
+constexpr std::array<EnumName<Schedule>, 3> kSchedules = {{
     {Schedule::kBlock, "block"},
     {Schedule::kTimestep, "timestep"},
     {Schedule::kWindow, "window"},
 }};
-constexpr std::array<Named<Remasking>, 6> kRemaskings = {{
+constexpr std::array<EnumName<Remasking>, 6> kRemaskings = {{
     {Remasking::kLowConfidence, "low_confidence"},
     {Remasking::kRandom, "random"},
     {Remasking::kOrigin, "origin"},
@@ -31,7 +26,7 @@ constexpr std::array<Named<Remasking>, 6> kRemaskings = {{
     {Remasking::kTopkMargin, "topk_margin"},
     {Remasking::kEntropy, "entropy"},
 }};
-constexpr std::array<Named<CachePolicyKind>, kAllCachePolicies.size()> kCachePolicies = {{
+constexpr std::array<EnumName<CachePolicyKind>, kAllCachePolicies.size()> kCachePolicies = {{
     {CachePolicyKind::kNone, "none"},
     {CachePolicyKind::kEntropy, "entropy"},
     {CachePolicyKind::kDual, "dual"},
@@ -40,30 +35,6 @@ constexpr std::array<Named<CachePolicyKind>, kAllCachePolicies.size()> kCachePol
     {CachePolicyKind::kD2Cache, "d2cache"},
     {CachePolicyKind::kElastic, "elastic"},
 }};
-
-template <typename E, size_t N>
-const char* NameIn(const std::array<Named<E>, N>& table, E value) {
-  for (const auto& entry : table)
-    if (entry.value == value) return entry.name;
-  return "?";
-}
-
-template <typename E, size_t N>
-std::optional<E> ValueIn(const std::array<Named<E>, N>& table, std::string_view name) {
-  for (const auto& entry : table)
-    if (name == entry.name) return entry.value;
-  return std::nullopt;
-}
-
-template <typename E, size_t N>
-std::string JoinedNames(const std::array<Named<E>, N>& table) {
-  std::string out;
-  for (const auto& entry : table) {
-    if (!out.empty()) out += '|';
-    out += entry.name;
-  }
-  return out;
-}
 
 // The tables list every value of kAll* in the same order (params_test checks the names).
 static_assert(kSchedules.size() == kAllSchedules.size());
@@ -161,16 +132,16 @@ absl::Status ValidateParams(int max_new_tokens, const DecodingParams& p, const C
   return absl::OkStatus();
 }
 
-const char* Name(Schedule value) { return NameIn(kSchedules, value); }
-const char* Name(Remasking value) { return NameIn(kRemaskings, value); }
-const char* Name(CachePolicyKind value) { return NameIn(kCachePolicies, value); }
+const char* Name(Schedule value) { return NameOf(kSchedules, value); }
+const char* Name(Remasking value) { return NameOf(kRemaskings, value); }
+const char* Name(CachePolicyKind value) { return NameOf(kCachePolicies, value); }
 
-std::optional<Schedule> ParseSchedule(std::string_view name) { return ValueIn(kSchedules, name); }
+std::optional<Schedule> ParseSchedule(std::string_view name) { return ValueOf(kSchedules, name); }
 std::optional<Remasking> ParseRemasking(std::string_view name) {
-  return ValueIn(kRemaskings, name);
+  return ValueOf(kRemaskings, name);
 }
 std::optional<CachePolicyKind> ParseCachePolicy(std::string_view name) {
-  return ValueIn(kCachePolicies, name);
+  return ValueOf(kCachePolicies, name);
 }
 
 std::string ScheduleNames() { return JoinedNames(kSchedules); }

@@ -79,73 +79,59 @@ class Resolver {
 
 }  // namespace
 
-absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
-                                             const ModelConfig& config) {
-  if (config.num_layers <= 0 || config.hidden_size <= 0 || config.num_heads <= 0 ||
-      config.num_kv_heads <= 0 || config.head_dim <= 0 || config.intermediate_size <= 0 ||
-      config.vocab_size <= 0) {
-    return absl::InvalidArgumentError("MapModelWeights: config has non-positive sizes");
-  }
-  const FamilyNames names = NamesFor(config.family);
-  const int64_t hidden = config.hidden_size;
-  const int64_t q_rows = int64_t{config.num_heads} * config.head_dim;
-  const int64_t kv_rows = int64_t{config.num_kv_heads} * config.head_dim;
-  const int64_t ffn = config.intermediate_size;
-  const int64_t vocab = config.vocab_size;
+namespace {
 
-  Resolver r(checkpoint);
-  ModelWeights w;
-  DLLM_RETURN_IF_ERROR(r.Get(names.embed, {vocab, hidden}, &w.embed));
-  DLLM_RETURN_IF_ERROR(r.Get(names.final_norm, {hidden}, &w.final_norm));
-  if (config.tie_word_embeddings && !checkpoint.Get(names.lm_head).ok()) {
-    w.lm_head = w.embed;
-  } else {
-    DLLM_RETURN_IF_ERROR(r.Get(names.lm_head, {vocab, hidden}, &w.lm_head));
-  }
-
-  const LayerNames& ln = names.layer;
-  // The layer count comes from config.json and is untrusted: check that the checkpoint holds
-  // some tensor of the last declared layer before sizing anything by it (n_layers = 2^31-1
-  // would otherwise abort with bad_alloc), and grow the vector only as layers resolve. A
-  // checkpoint that has the layer but lacks one of its tensors is reported by the loop below,
-  // naming that tensor.
-  const std::string last = absl::StrCat(ln.prefix, config.num_layers - 1, ".");
-  bool has_last = false;
+// The layer count comes from config.json and is untrusted: check that the checkpoint holds
+// some tensor of the last declared layer before sizing anything by it (n_layers = 2^31-1
+// would otherwise abort with bad_alloc). A checkpoint that has the layer but lacks one of its
+// tensors is reported by MapLayer, naming that tensor.
+absl::Status CheckLastLayer(const Checkpoint& checkpoint, const ModelConfig& config,
+                            const FamilyNames& names) {
+  const std::string last = absl::StrCat(names.layer.prefix, config.num_layers - 1, ".");
   for (const std::string& name : checkpoint.TensorNames()) {
-    if (absl::StartsWith(name, last)) {
-      has_last = true;
-      break;
-    }
+    if (absl::StartsWith(name, last)) return absl::OkStatus();
   }
-  if (!has_last) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
-                     " layers but the checkpoint has no tensor of layer ", config.num_layers - 1,
-                     " ('", last, "*')"));
-  }
-  for (int i = 0; i < config.num_layers; ++i) {
-    const std::string p = absl::StrCat(ln.prefix, i);
-    LayerWeights& l = w.layers.emplace_back();
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.attn_norm, {hidden}, &l.attn_norm));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.q, {q_rows, hidden}, &l.q));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.k, {kv_rows, hidden}, &l.k));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.v, {kv_rows, hidden}, &l.v));
-    if (config.qkv_bias) {
-      l.q_bias.emplace();
-      l.k_bias.emplace();
-      l.v_bias.emplace();
-      DLLM_RETURN_IF_ERROR(r.Get(p + ln.q_bias, {q_rows}, &*l.q_bias));
-      DLLM_RETURN_IF_ERROR(r.Get(p + ln.k_bias, {kv_rows}, &*l.k_bias));
-      DLLM_RETURN_IF_ERROR(r.Get(p + ln.v_bias, {kv_rows}, &*l.v_bias));
-    }
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.o, {hidden, q_rows}, &l.o));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.ffn_norm, {hidden}, &l.ffn_norm));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.gate, {ffn, hidden}, &l.gate));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.up, {ffn, hidden}, &l.up));
-    DLLM_RETURN_IF_ERROR(r.Get(p + ln.down, {hidden, ffn}, &l.down));
-  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json field \"", names.layers_field, "\" declares ", config.num_layers,
+                   " layers but the checkpoint has no tensor of layer ", config.num_layers - 1,
+                   " ('", last, "*')"));
+}
 
-  // Biases the config does not expect would otherwise be silently dropped.
+// The shapes of one layer's tensors.
+struct LayerShapes {
+  explicit LayerShapes(const ModelConfig& c)
+      : hidden(c.hidden_size),
+        q_rows(int64_t{c.num_heads} * c.head_dim),
+        kv_rows(int64_t{c.num_kv_heads} * c.head_dim),
+        ffn(c.intermediate_size) {}
+  int64_t hidden, q_rows, kv_rows, ffn;
+};
+
+absl::Status MapLayer(Resolver& r, const LayerNames& ln, int i, const LayerShapes& s, bool qkv_bias,
+                      LayerWeights* l) {
+  const std::string p = absl::StrCat(ln.prefix, i);
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.attn_norm, {s.hidden}, &l->attn_norm));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.q, {s.q_rows, s.hidden}, &l->q));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.k, {s.kv_rows, s.hidden}, &l->k));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.v, {s.kv_rows, s.hidden}, &l->v));
+  if (qkv_bias) {
+    l->q_bias.emplace();
+    l->k_bias.emplace();
+    l->v_bias.emplace();
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.q_bias, {s.q_rows}, &*l->q_bias));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.k_bias, {s.kv_rows}, &*l->k_bias));
+    DLLM_RETURN_IF_ERROR(r.Get(p + ln.v_bias, {s.kv_rows}, &*l->v_bias));
+  }
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.o, {s.hidden, s.q_rows}, &l->o));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.ffn_norm, {s.hidden}, &l->ffn_norm));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.gate, {s.ffn, s.hidden}, &l->gate));
+  DLLM_RETURN_IF_ERROR(r.Get(p + ln.up, {s.ffn, s.hidden}, &l->up));
+  return r.Get(p + ln.down, {s.hidden, s.ffn}, &l->down);
+}
+
+// Tensors the config does not account for, which would otherwise be silently dropped.
+absl::Status CheckNoExtraTensors(const Checkpoint& checkpoint, const ModelConfig& config,
+                                 const LayerNames& ln) {
   if (!config.qkv_bias) {
     const std::string bias = absl::StrCat(ln.prefix, 0, ln.q_bias);
     if (checkpoint.Get(bias).ok()) {
@@ -161,6 +147,39 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
                                                    "' but the config declares only ",
                                                    config.num_layers, " layers"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
+                                             const ModelConfig& config) {
+  if (config.num_layers <= 0 || config.hidden_size <= 0 || config.num_heads <= 0 ||
+      config.num_kv_heads <= 0 || config.head_dim <= 0 || config.intermediate_size <= 0 ||
+      config.vocab_size <= 0) {
+    return absl::InvalidArgumentError("MapModelWeights: config has non-positive sizes");
+  }
+  const FamilyNames names = NamesFor(config.family);
+  const int64_t hidden = config.hidden_size;
+  const int64_t vocab = config.vocab_size;
+
+  Resolver r(checkpoint);
+  ModelWeights w;
+  DLLM_RETURN_IF_ERROR(r.Get(names.embed, {vocab, hidden}, &w.embed));
+  DLLM_RETURN_IF_ERROR(r.Get(names.final_norm, {hidden}, &w.final_norm));
+  if (config.tie_word_embeddings && !checkpoint.Get(names.lm_head).ok()) {
+    w.lm_head = w.embed;
+  } else {
+    DLLM_RETURN_IF_ERROR(r.Get(names.lm_head, {vocab, hidden}, &w.lm_head));
+  }
+  DLLM_RETURN_IF_ERROR(CheckLastLayer(checkpoint, config, names));
+  // The vector grows only as layers resolve (see CheckLastLayer).
+  const LayerShapes shapes(config);
+  for (int i = 0; i < config.num_layers; ++i) {
+    DLLM_RETURN_IF_ERROR(
+        MapLayer(r, names.layer, i, shapes, config.qkv_bias, &w.layers.emplace_back()));
+  }
+  DLLM_RETURN_IF_ERROR(CheckNoExtraTensors(checkpoint, config, names.layer));
   return w;
 }
 

@@ -149,10 +149,11 @@ uint64_t SafetensorsHeaderPrefixBytes(std::span<const uint8_t> length_bytes, uin
   return 8 + std::min({header_bytes, kMaxSafetensorsHeaderBytes, file_size - 8});
 }
 
-absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_bytes,
-                                                         uint64_t file_size,
-                                                         std::string_view file_name_std) {
-  const absl::string_view file_name = Av(file_name_std);
+namespace {
+
+// The 8-byte length prefix against the file and the bytes at hand: the header's length.
+absl::StatusOr<uint64_t> HeaderLength(std::span<const uint8_t> file_bytes, uint64_t file_size,
+                                      absl::string_view file_name) {
   if (file_bytes.size() > file_size || file_bytes.size() < std::min<uint64_t>(file_size, 8)) {
     return absl::InvalidArgumentError(absl::StrCat(file_name, ": header prefix of ",
                                                    file_bytes.size(), " bytes for a ", file_size,
@@ -178,19 +179,17 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t
                                             " runs past the end of the ", file_size,
                                             "-byte file (truncated?)"));
   }
-
   if (file_bytes.size() < 8 + header_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(file_name, ": header prefix of ",
                                                    file_bytes.size(), " bytes is shorter than the ",
                                                    8 + header_bytes, " bytes the header declares"));
   }
+  return header_bytes;
+}
 
-  SafetensorsHeader header;
-  header.header_bytes = header_bytes;
-  header.data_offset = 8 + header_bytes;
-  header.data_bytes = file_size - header.data_offset;
-
-  const char* text = reinterpret_cast<const char*>(file_bytes.data() + 8);
+// The header's JSON object, bounded in depth, with no top-level key listed twice.
+absl::StatusOr<Json> HeaderJson(const char* text, uint64_t header_bytes,
+                                absl::string_view file_name) {
   bool too_deep = false;
   std::string duplicate_key;
   std::set<std::string> seen_keys;
@@ -224,7 +223,11 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t
   if (!duplicate_key.empty()) {
     return TensorError(file_name, duplicate_key, "listed twice in the header");
   }
+  return root;
+}
 
+// The "__metadata__" strings and every tensor entry of the header object.
+absl::Status ReadEntries(const Json& root, absl::string_view file_name, SafetensorsHeader* header) {
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) {
@@ -236,17 +239,20 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t
           return absl::InvalidArgumentError(absl::StrCat(
               file_name, ": \"__metadata__\" value for \"", meta_key, "\" is not a string"));
         }
-        header.metadata.emplace(meta_key, meta_value.get<std::string>());
+        header->metadata.emplace(meta_key, meta_value.get<std::string>());
       }
       continue;
     }
-    auto info = ParseEntry(key, value, header, file_name);
+    auto info = ParseEntry(key, value, *header, file_name);
     if (!info.ok()) return info.status();
-    header.tensors.push_back(*std::move(info));
+    header->tensors.push_back(*std::move(info));
   }
   // Json objects iterate in key order, so `tensors` is already sorted by name.
+  return absl::OkStatus();
+}
 
-  // Overlap check over non-empty ranges, in file order.
+// Overlap check over non-empty ranges, in file order.
+absl::Status CheckNoOverlap(const SafetensorsHeader& header, absl::string_view file_name) {
   std::vector<const SafetensorsTensorInfo*> by_offset;
   by_offset.reserve(header.tensors.size());
   for (const auto& t : header.tensors) {
@@ -265,6 +271,26 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t
                                       prev->file_begin, ", ", prev->file_end, "))"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_bytes,
+                                                         uint64_t file_size,
+                                                         std::string_view file_name_std) {
+  const absl::string_view file_name = Av(file_name_std);
+  absl::StatusOr<uint64_t> header_bytes = HeaderLength(file_bytes, file_size, file_name);
+  if (!header_bytes.ok()) return header_bytes.status();
+  SafetensorsHeader header;
+  header.header_bytes = *header_bytes;
+  header.data_offset = 8 + *header_bytes;
+  header.data_bytes = file_size - header.data_offset;
+  const char* text = reinterpret_cast<const char*>(file_bytes.data() + 8);
+  absl::StatusOr<Json> root = HeaderJson(text, *header_bytes, file_name);
+  if (!root.ok()) return root.status();
+  if (absl::Status st = ReadEntries(*root, file_name, &header); !st.ok()) return st;
+  if (absl::Status st = CheckNoOverlap(header, file_name); !st.ok()) return st;
   return header;
 }
 

@@ -56,6 +56,75 @@ class TransformerImpl final : public Transformer {
   Backend* backend() const { return backend_; }
 
  private:
+  struct Wanted {
+    int sequence;  // index in the batch
+    int index;     // index in its predict_positions
+  };
+  struct StepRun;
+  // An extra that some sequences of a step ask for, run at fixed points of the forward
+  // instead of branching in it: hidden-state stash (elastic), attention maps (d2cache,
+  // elastic), logits capture (shadow steps, debugging). AddHooks builds the step's list.
+  class ForwardHook {
+   public:
+    virtual ~ForwardHook() = default;
+    // Before layer l's attention norm; h_ holds the layer's input residual of every row.
+    virtual absl::Status BeforeLayer(const StepRun&, int) { return absl::OkStatus(); }
+    // After layer l's query side over every row (never after a pruned last layer); q_ holds
+    // the layer's queries.
+    virtual absl::Status AfterQuerySide(const StepRun&, int) { return absl::OkStatus(); }
+    // After the statistics of the chunk's row `chunk_row` (logits_ holds its logits).
+    virtual absl::Status OnLogitsRow(int, int, int) { return absl::OkStatus(); }
+    // Whether the last layer must run its query side on every row.
+    virtual bool NeedsEveryRowAtLastLayer() const { return false; }
+  };
+  // What the stages of one Run share. Built and used on the calling thread only.
+  struct StepRun {
+    StepRun(const StepBatch& b, const ForwardPlan& p, const ModelConfig& c, int first)
+        : batch(b), plan(p), rows(p.total_rows), first_layer(first) {
+      shape.num_heads = c.num_heads;
+      shape.num_kv_heads = c.num_kv_heads;
+      shape.head_dim = c.head_dim;
+      shape.num_layers = c.num_layers;
+      shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    }
+    const StepBatch& batch;
+    const ForwardPlan& plan;
+    int rows;         // computed rows of the whole batch
+    int first_layer;  // > 0: one sequence resuming from its stored hidden states
+    std::vector<int32_t> host_positions;  // of every computed row
+    std::vector<AttentionSequence> attn;  // the sequences with computed rows
+    std::vector<int> attn_index;          // per sequence: its index in attn, or -1
+    std::vector<Wanted> wanted;           // the predicting rows, grouped by sequence
+    std::vector<int32_t> wanted_rows;     // their batch rows
+    std::vector<LogitsRowRequest> requests;
+    // The last layer's query side runs on the predicting rows alone (see PrunedLastLayer).
+    bool prune_last_layer = false;
+    std::vector<AttentionSequence> pred_attn;
+    AttentionShape shape;
+    std::vector<std::unique_ptr<ForwardHook>> hooks;
+  };
+  class HiddenStateStash;
+  class AttentionMapsCapture;
+  class LogitsCapture;
+
+  // The stages of Run, in order.
+  absl::StatusOr<int> FirstLayer(const StepBatch& batch) const;
+  absl::Status UploadInputs(StepRun* run);
+  void CollectPredictions(StepRun* run) const;
+  void AddHooks(Logits* logits, int capture, StepRun* run);
+  // Every layer writes the K/V of every row, but only the predicting rows' outputs of the
+  // last layer are ever read (by the LM head), so the last layer runs its query side (Q,
+  // attention, O, FFN) on those rows alone. Every kernel is row-independent (the backend's
+  // batch-invariance contract), so this changes no bit of the predicted rows; it saves most
+  // of a layer of a full step. A hook may need every row (attention maps).
+  absl::Status PrunedLastLayer(StepRun* run);
+  absl::Status FirstLayerInput(const StepRun& run);
+  absl::Status Layer(int l, StepRun* run);
+  // Final norm, LM head and statistics on the predicting rows, in chunks.
+  absl::Status PredictRows(StepRun* run, StepResult* result);
+  // The slab rows (hidden_size wide) of sequence i's stored input hidden states at layer l.
+  std::vector<int32_t> HiddenSlabRows(const StepRun& run, size_t i, int l) const;
+
   // A vector (cols == 0: `rows` elements) or a Gemm matrix [rows, cols] (UploadMatrix). A
   // checkpoint tensor is read into `*staging` first (one buffer reused for every tensor, so
   // the load holds at most the largest tensor besides the backend's copy).
@@ -258,19 +327,12 @@ absl::Status TransformerImpl::QuerySide(const DeviceLayer& w, int rows,
   return backend_->Gemm(*gate_, rows, c.intermediate_size, *w.down, hidden, nullptr, true, h);
 }
 
-absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
-                                  Logits* logits, int capture) {
-  auto planned = PlanForward(batch, config_, shift_logits);
-  if (!planned.ok()) return planned.status();
-  const ForwardPlan& plan = *planned;
-  const ModelConfig& c = config_;
-  const int rows = plan.total_rows;
-
+absl::StatusOr<int> TransformerImpl::FirstLayer(const StepBatch& batch) const {
   int first_layer = 0;
   for (const SequenceStep& s : batch.sequences) {
-    if (s.first_layer < 0 || s.first_layer >= c.num_layers) {
+    if (s.first_layer < 0 || s.first_layer >= config_.num_layers) {
       return absl::InvalidArgumentError(
-          absl::StrCat("first_layer ", s.first_layer, " outside [0, ", c.num_layers, ")"));
+          absl::StrCat("first_layer ", s.first_layer, " outside [0, ", config_.num_layers, ")"));
     }
     if ((s.first_layer > 0 || s.store_hidden_states) &&
         (s.kv == nullptr || !s.kv->has_hidden_states())) {
@@ -282,39 +344,35 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
   if (first_layer > 0 && batch.sequences.size() != 1) {
     return absl::InvalidArgumentError("a step with first_layer > 0 must be alone in its batch");
   }
-  const KvLayout layout = c.kv_layout();
+  return first_layer;
+}
 
-  result->assign(batch.sequences.size(), {});
-  if (logits != nullptr) logits->assign(batch.sequences.size(), {});
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    (*result)[i].resize(batch.sequences[i].predict_positions.size());
+std::vector<int32_t> TransformerImpl::HiddenSlabRows(const StepRun& run, size_t i, int l) const {
+  const SequenceStep& s = run.batch.sequences[i];
+  const int cap = s.kv->capacity_positions();
+  const int64_t base = config_.kv_layout().HiddenRowBase(cap) + int64_t{l} * cap;
+  std::vector<int32_t> out;
+  out.reserve(run.plan.sequences[i].positions.size());
+  for (int32_t pos : run.plan.sequences[i].positions) {
+    out.push_back(static_cast<int32_t>(base + pos));
   }
-  if (rows == 0) return absl::OkStatus();
+  return out;
+}
 
-  // ---- Inputs: token ids and absolute positions of every computed row.
-  DLLM_RETURN_IF_ERROR(EnsureRows(rows));
-  std::vector<int32_t> host_tokens, host_positions;
-  host_tokens.reserve(rows);
-  host_positions.reserve(rows);
-  std::vector<AttentionSequence> attn;
-  attn.reserve(batch.sequences.size());
-  // Sequences that asked for attention maps, with their index into `attn`.
-  std::vector<std::pair<AttentionMaps*, int>> maps;
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const SequenceStep& s = batch.sequences[i];
-    const SequencePlan& p = plan.sequences[i];
-    if (s.attention_maps != nullptr) {
-      s.attention_maps->Reset(p.positions.empty() ? 0 : c.num_layers,
-                              static_cast<int>(p.positions.size()),
-                              static_cast<int>(s.tokens.size()));
-      if (!p.positions.empty()) {
-        maps.emplace_back(s.attention_maps, static_cast<int>(attn.size()));
-      }
-    }
+absl::Status TransformerImpl::UploadInputs(StepRun* run) {
+  DLLM_RETURN_IF_ERROR(EnsureRows(run->rows));
+  std::vector<int32_t> host_tokens;
+  host_tokens.reserve(run->rows);
+  run->host_positions.reserve(run->rows);
+  run->attn.reserve(run->batch.sequences.size());
+  for (size_t i = 0; i < run->batch.sequences.size(); ++i) {
+    const SequenceStep& s = run->batch.sequences[i];
+    const SequencePlan& p = run->plan.sequences[i];
+    run->attn_index.push_back(p.positions.empty() ? -1 : static_cast<int>(run->attn.size()));
     if (p.positions.empty()) continue;
     for (int32_t pos : p.positions) {
       host_tokens.push_back(s.tokens[pos]);
-      host_positions.push_back(pos);
+      run->host_positions.push_back(pos);
     }
     AttentionSequence a;
     a.kv = &s.kv->buffer();
@@ -322,154 +380,241 @@ absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, Ste
     a.kv_positions = static_cast<int>(s.tokens.size());
     a.row_begin = p.row_begin;
     a.rows = static_cast<int>(p.positions.size());
-    attn.push_back(a);
+    run->attn.push_back(a);
   }
   DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_tokens, tokens_.get()));
-  DLLM_RETURN_IF_ERROR(backend_->UploadInt32(host_positions, positions_.get()));
+  return backend_->UploadInt32(run->host_positions, positions_.get());
+}
 
-  // ---- The predicting rows: the only rows whose final hidden state is used.
-  struct Wanted {
-    int sequence;
-    int index;
-  };
-  std::vector<Wanted> wanted;
-  std::vector<int32_t> wanted_rows;
-  std::vector<LogitsRowRequest> requests;
-  wanted.reserve(plan.total_predictions);
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const SequenceStep& s = batch.sequences[i];
+void TransformerImpl::CollectPredictions(StepRun* run) const {
+  run->wanted.reserve(run->plan.total_predictions);
+  for (size_t i = 0; i < run->batch.sequences.size(); ++i) {
+    const SequenceStep& s = run->batch.sequences[i];
     for (size_t j = 0; j < s.predict_positions.size(); ++j) {
-      wanted.push_back({static_cast<int>(i), static_cast<int>(j)});
-      wanted_rows.push_back(plan.sequences[i].predict_rows[j]);
+      run->wanted.push_back({static_cast<int>(i), static_cast<int>(j)});
+      run->wanted_rows.push_back(run->plan.sequences[i].predict_rows[j]);
       LogitsRowRequest r;
       r.position = s.predict_positions[j];
       r.step = s.step;
       r.sampling = s.sampling;
-      requests.push_back(r);
-    }
-    if (logits != nullptr && (capture < 0 || capture == static_cast<int>(i))) {
-      (*logits)[i].resize(s.predict_positions.size());
+      run->requests.push_back(r);
     }
   }
-  // ---- Layers over the query rows of all sequences together. Every layer writes the K/V of
-  // every row, but only the predicting rows' outputs of the last layer are ever read (by the
-  // LM head), so the last layer runs its query side (Q, attention, O, FFN) on those rows
-  // alone. Every kernel is row-independent (the backend's batch-invariance contract), so this
-  // changes no bit of the predicted rows; it saves most of a layer of a full step.
-  const int total = static_cast<int>(wanted.size());
-  // Attention maps need the last layer's query side on every query row.
-  const bool prune_last_layer = total > 0 && total < rows && maps.empty();
-  std::vector<AttentionSequence> pred_attn;
-  if (prune_last_layer) {
-    std::vector<int32_t> pred_positions;
-    pred_positions.reserve(total);
-    for (int32_t row : wanted_rows) pred_positions.push_back(host_positions[row]);
-    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(wanted_rows, pred_rows_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(pred_positions, pred_positions_.get()));
-    // Predicting rows are grouped by sequence in `wanted`, so each sequence's are contiguous.
-    int begin = 0;
-    for (size_t a = 0, i = 0; i < batch.sequences.size(); ++i) {
-      if (plan.sequences[i].positions.empty()) continue;
-      AttentionSequence seq = attn[a++];
-      seq.row_begin = begin;
-      seq.rows = static_cast<int>(batch.sequences[i].predict_positions.size());
-      begin += seq.rows;
-      if (seq.rows > 0) pred_attn.push_back(seq);
-    }
-  }
-  const int hidden = c.hidden_size;
-  AttentionShape shape;
-  shape.num_heads = c.num_heads;
-  shape.num_kv_heads = c.num_kv_heads;
-  shape.head_dim = c.head_dim;
-  shape.num_layers = c.num_layers;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+}
 
-  // The slab rows (hidden_size wide) of a sequence's stored input hidden states at layer l.
-  auto hidden_slab_rows = [&](size_t i, int l) {
-    const SequenceStep& s = batch.sequences[i];
-    const int cap = s.kv->capacity_positions();
-    const int64_t base = layout.HiddenRowBase(cap) + int64_t{l} * cap;
-    std::vector<int32_t> out;
-    out.reserve(plan.sequences[i].positions.size());
-    for (int32_t pos : plan.sequences[i].positions) out.push_back(static_cast<int32_t>(base + pos));
-    return out;
-  };
-  if (first_layer == 0) {
-    DLLM_RETURN_IF_ERROR(
-        backend_->EmbeddingGather(*embed_, c.vocab_size, hidden, *tokens_, rows, h_.get()));
-  } else {
-    // One sequence (checked above): its rows are rows [0, rows).
-    DLLM_RETURN_IF_ERROR(
-        backend_->UploadInt32(hidden_slab_rows(0, first_layer), hidden_rows_.get()));
-    DLLM_RETURN_IF_ERROR(backend_->GatherRows(batch.sequences[0].kv->buffer(), hidden,
-                                              *hidden_rows_, rows, h_.get()));
-  }
-  for (int l = first_layer; l < c.num_layers; ++l) {
-    const DeviceLayer& w = layers_[l];
-    shape.layer = l;
-    for (size_t i = 0; i < batch.sequences.size(); ++i) {
-      const SequenceStep& s = batch.sequences[i];
-      if (!s.store_hidden_states || plan.sequences[i].positions.empty()) continue;
-      const std::vector<int32_t> slab_rows = hidden_slab_rows(i, l);
-      DLLM_RETURN_IF_ERROR(backend_->UploadInt32(slab_rows, hidden_rows_.get()));
-      DLLM_RETURN_IF_ERROR(backend_->ScatterRows(*h_, plan.sequences[i].row_begin, hidden,
-                                                 *hidden_rows_, static_cast<int>(slab_rows.size()),
-                                                 &s.kv->buffer()));
+// Stores each layer's input hidden states of the sequences that ask for them
+// (SequenceStep::store_hidden_states: elastic's deep-layer recompute starts from them).
+class TransformerImpl::HiddenStateStash final : public ForwardHook {
+ public:
+  explicit HiddenStateStash(TransformerImpl* t) : t_(t) {}
+  absl::Status BeforeLayer(const StepRun& run, int l) override {
+    for (size_t i = 0; i < run.batch.sequences.size(); ++i) {
+      const SequenceStep& s = run.batch.sequences[i];
+      if (!s.store_hidden_states || run.plan.sequences[i].positions.empty()) continue;
+      const std::vector<int32_t> slab_rows = t_->HiddenSlabRows(run, i, l);
+      DLLM_RETURN_IF_ERROR(t_->backend_->UploadInt32(slab_rows, t_->hidden_rows_.get()));
+      DLLM_RETURN_IF_ERROR(t_->backend_->ScatterRows(
+          *t_->h_, run.plan.sequences[i].row_begin, t_->config_.hidden_size, *t_->hidden_rows_,
+          static_cast<int>(slab_rows.size()), &s.kv->buffer()));
     }
-    DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*h_, rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
-    DLLM_RETURN_IF_ERROR(KeysValues(w, rows, attn, shape));
-    if (prune_last_layer && l == c.num_layers - 1) {
-      // The predicting rows' residuals move to h_pred_; the norm is per row, so a_'s first
-      // `total` rows then equal those rows of the norm above.
-      DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *pred_rows_, total, h_pred_.get()));
+    return absl::OkStatus();
+  }
+
+ private:
+  TransformerImpl* t_;
+};
+
+// Fills SequenceStep::attention_maps (d2cache and elastic decide from them) after each
+// layer's query side, from the queries in q_ and the keys in the slabs.
+class TransformerImpl::AttentionMapsCapture final : public ForwardHook {
+ public:
+  AttentionMapsCapture(TransformerImpl* t, std::vector<std::pair<AttentionMaps*, int>> maps)
+      : t_(t), maps_(std::move(maps)) {}
+  bool NeedsEveryRowAtLastLayer() const override { return true; }
+  absl::Status AfterQuerySide(const StepRun& run, int l) override {
+    // The clock starts after the layer's queued work (asynchronous backends), so the maps'
+    // time is theirs alone.
+    DLLM_RETURN_IF_ERROR(t_->backend_->Synchronize());
+    for (auto& [m, a] : maps_) {
+      const auto start = std::chrono::steady_clock::now();
       DLLM_RETURN_IF_ERROR(
-          backend_->RmsNorm(*h_pred_, total, hidden, *w.attn_norm, c.norm_eps, a_.get()));
-      DLLM_RETURN_IF_ERROR(QuerySide(w, total, *pred_positions_, pred_attn, shape, h_pred_.get()));
-    } else {
-      DLLM_RETURN_IF_ERROR(QuerySide(w, rows, *positions_, attn, shape, h_.get()));
-      // q_ still holds this layer's (RoPE'd) queries and the slabs its keys.
-      // The clock starts after the layer's queued work (asynchronous backends), so the
-      // maps' time is theirs alone.
-      if (!maps.empty()) DLLM_RETURN_IF_ERROR(backend_->Synchronize());
-      for (auto& [m, a] : maps) {
-        const auto start = std::chrono::steady_clock::now();
-        DLLM_RETURN_IF_ERROR(backend_->AttentionProbabilities(*q_, attn[a], shape, m->Layer(l)));
-        m->seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          t_->backend_->AttentionProbabilities(*t_->q_, run.attn[a], run.shape, m->Layer(l)));
+      m->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  TransformerImpl* t_;
+  std::vector<std::pair<AttentionMaps*, int>> maps_;  // a sequence's maps, its index in attn
+};
+
+// Copies the logits rows of every sequence, or of sequence `capture` only, for the shadow
+// steps and the debugging entry points (Logits: [sequence][prediction][vocab]).
+class TransformerImpl::LogitsCapture final : public ForwardHook {
+ public:
+  LogitsCapture(TransformerImpl* t, const StepRun& run, Logits* logits, int capture)
+      : t_(t), logits_(logits), capture_(capture) {
+    for (size_t i = 0; i < run.batch.sequences.size(); ++i) {
+      if (Wants(static_cast<int>(i))) {
+        (*logits_)[i].resize(run.batch.sequences[i].predict_positions.size());
       }
     }
   }
+  absl::Status OnLogitsRow(int sequence, int index, int chunk_row) override {
+    if (!Wants(sequence)) return absl::OkStatus();
+    const int vocab = t_->config_.vocab_size;
+    std::vector<float>& row = (*logits_)[sequence][index];
+    row.resize(vocab);
+    return t_->backend_->DownloadFloats(*t_->logits_, int64_t{chunk_row} * vocab,
+                                        std::span<float>(row));
+  }
 
-  // ---- Final norm, LM head and statistics on the predicting rows, in chunks.
+ private:
+  bool Wants(int sequence) const { return capture_ < 0 || capture_ == sequence; }
+  TransformerImpl* t_;
+  Logits* logits_;
+  int capture_;
+};
+
+void TransformerImpl::AddHooks(Logits* logits, int capture, StepRun* run) {
+  bool stash = false;
+  std::vector<std::pair<AttentionMaps*, int>> maps;
+  for (size_t i = 0; i < run->batch.sequences.size(); ++i) {
+    const SequenceStep& s = run->batch.sequences[i];
+    const SequencePlan& p = run->plan.sequences[i];
+    stash |= s.store_hidden_states;
+    if (s.attention_maps == nullptr) continue;
+    s.attention_maps->Reset(p.positions.empty() ? 0 : config_.num_layers,
+                            static_cast<int>(p.positions.size()),
+                            static_cast<int>(s.tokens.size()));
+    if (!p.positions.empty()) maps.emplace_back(s.attention_maps, run->attn_index[i]);
+  }
+  if (stash) run->hooks.push_back(std::make_unique<HiddenStateStash>(this));
+  if (!maps.empty()) {
+    run->hooks.push_back(std::make_unique<AttentionMapsCapture>(this, std::move(maps)));
+  }
+  if (logits != nullptr) {
+    run->hooks.push_back(std::make_unique<LogitsCapture>(this, *run, logits, capture));
+  }
+}
+
+absl::Status TransformerImpl::PrunedLastLayer(StepRun* run) {
+  const int total = static_cast<int>(run->wanted.size());
+  bool every_row = false;
+  for (const auto& hook : run->hooks) every_row |= hook->NeedsEveryRowAtLastLayer();
+  run->prune_last_layer = total > 0 && total < run->rows && !every_row;
+  if (!run->prune_last_layer) return absl::OkStatus();
+  std::vector<int32_t> pred_positions;
+  pred_positions.reserve(total);
+  for (int32_t row : run->wanted_rows) pred_positions.push_back(run->host_positions[row]);
+  DLLM_RETURN_IF_ERROR(backend_->UploadInt32(run->wanted_rows, pred_rows_.get()));
+  DLLM_RETURN_IF_ERROR(backend_->UploadInt32(pred_positions, pred_positions_.get()));
+  // Predicting rows are grouped by sequence in `wanted`, so each sequence's are contiguous.
+  int begin = 0;
+  for (size_t i = 0; i < run->batch.sequences.size(); ++i) {
+    if (run->attn_index[i] < 0) continue;
+    AttentionSequence seq = run->attn[run->attn_index[i]];
+    seq.row_begin = begin;
+    seq.rows = static_cast<int>(run->batch.sequences[i].predict_positions.size());
+    begin += seq.rows;
+    if (seq.rows > 0) run->pred_attn.push_back(seq);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::FirstLayerInput(const StepRun& run) {
+  const int hidden = config_.hidden_size;
+  if (run.first_layer == 0) {
+    return backend_->EmbeddingGather(*embed_, config_.vocab_size, hidden, *tokens_, run.rows,
+                                     h_.get());
+  }
+  // One sequence (FirstLayer checked it): its rows are rows [0, rows).
+  DLLM_RETURN_IF_ERROR(
+      backend_->UploadInt32(HiddenSlabRows(run, 0, run.first_layer), hidden_rows_.get()));
+  return backend_->GatherRows(run.batch.sequences[0].kv->buffer(), hidden, *hidden_rows_, run.rows,
+                              h_.get());
+}
+
+absl::Status TransformerImpl::Layer(int l, StepRun* run) {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = layers_[l];
+  const int hidden = c.hidden_size;
+  run->shape.layer = l;
+  for (const auto& hook : run->hooks) DLLM_RETURN_IF_ERROR(hook->BeforeLayer(*run, l));
+  DLLM_RETURN_IF_ERROR(
+      backend_->RmsNorm(*h_, run->rows, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+  DLLM_RETURN_IF_ERROR(KeysValues(w, run->rows, run->attn, run->shape));
+  if (run->prune_last_layer && l == c.num_layers - 1) {
+    // The predicting rows' residuals move to h_pred_; the norm is per row, so a_'s first
+    // `total` rows then equal those rows of the norm above.
+    const int total = static_cast<int>(run->wanted.size());
+    DLLM_RETURN_IF_ERROR(backend_->GatherRows(*h_, hidden, *pred_rows_, total, h_pred_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->RmsNorm(*h_pred_, total, hidden, *w.attn_norm, c.norm_eps, a_.get()));
+    return QuerySide(w, total, *pred_positions_, run->pred_attn, run->shape, h_pred_.get());
+  }
+  DLLM_RETURN_IF_ERROR(QuerySide(w, run->rows, *positions_, run->attn, run->shape, h_.get()));
+  // q_ still holds this layer's (RoPE'd) queries and the slabs its keys.
+  for (const auto& hook : run->hooks) DLLM_RETURN_IF_ERROR(hook->AfterQuerySide(*run, l));
+  return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::PredictRows(StepRun* run, StepResult* result) {
+  const ModelConfig& c = config_;
+  const int hidden = c.hidden_size;
+  const int total = static_cast<int>(run->wanted.size());
   if (total == 0) return absl::OkStatus();
-  const DeviceBuffer& final_h = prune_last_layer ? *h_pred_ : *h_;
-  if (prune_last_layer) std::iota(wanted_rows.begin(), wanted_rows.end(), 0);
+  const DeviceBuffer& final_h = run->prune_last_layer ? *h_pred_ : *h_;
+  std::vector<int32_t>& rows = run->wanted_rows;
+  if (run->prune_last_layer) std::iota(rows.begin(), rows.end(), 0);
   DLLM_RETURN_IF_ERROR(EnsurePredictRows(std::min(total, kLogitsChunkRows)));
   std::vector<RowStats> stats(kLogitsChunkRows);
   for (int begin = 0; begin < total; begin += kLogitsChunkRows) {
     const int n = std::min(kLogitsChunkRows, total - begin);
-    DLLM_RETURN_IF_ERROR(backend_->UploadInt32(
-        std::span<const int32_t>(wanted_rows.data() + begin, n), gather_.get()));
+    DLLM_RETURN_IF_ERROR(
+        backend_->UploadInt32(std::span<const int32_t>(rows.data() + begin, n), gather_.get()));
     DLLM_RETURN_IF_ERROR(backend_->GatherRows(final_h, hidden, *gather_, n, hs_.get()));
     DLLM_RETURN_IF_ERROR(backend_->RmsNorm(*hs_, n, hidden, *final_norm_, c.norm_eps, hs_.get()));
     DLLM_RETURN_IF_ERROR(
         backend_->Gemm(*hs_, n, hidden, *lm_head_, c.vocab_size, nullptr, false, logits_.get()));
     DLLM_RETURN_IF_ERROR(backend_->LogitsStats(
-        *logits_, c.vocab_size, std::span<const LogitsRowRequest>(requests.data() + begin, n),
+        *logits_, c.vocab_size, std::span<const LogitsRowRequest>(run->requests.data() + begin, n),
         std::span<RowStats>(stats.data(), n)));
     for (int t = 0; t < n; ++t) {
-      const Wanted& w = wanted[begin + t];
+      const Wanted& w = run->wanted[begin + t];
       (*result)[w.sequence][w.index] = stats[t];
-      if (logits != nullptr && (capture < 0 || capture == w.sequence)) {
-        std::vector<float>& row = (*logits)[w.sequence][w.index];
-        row.resize(c.vocab_size);
-        DLLM_RETURN_IF_ERROR(
-            backend_->DownloadFloats(*logits_, int64_t{t} * c.vocab_size, std::span<float>(row)));
+      for (const auto& hook : run->hooks) {
+        DLLM_RETURN_IF_ERROR(hook->OnLogitsRow(w.sequence, w.index, t));
       }
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status TransformerImpl::Run(const StepBatch& batch, bool shift_logits, StepResult* result,
+                                  Logits* logits, int capture) {
+  DLLM_ASSIGN_OR_RETURN(plan, PlanForward(batch, config_, shift_logits));
+  DLLM_ASSIGN_OR_RETURN(first_layer, FirstLayer(batch));
+  result->assign(batch.sequences.size(), {});
+  if (logits != nullptr) logits->assign(batch.sequences.size(), {});
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    (*result)[i].resize(batch.sequences[i].predict_positions.size());
+  }
+  if (plan.total_rows == 0) return absl::OkStatus();
+
+  // Stages: inputs (token ids and absolute positions of every computed row), the predicting
+  // rows (the only rows whose final hidden state is used), the extras the sequences asked for
+  // (hooks), the layers over the query rows of all sequences together, then the final norm,
+  // LM head and statistics on the predicting rows.
+  StepRun run(batch, plan, config_, first_layer);
+  DLLM_RETURN_IF_ERROR(UploadInputs(&run));
+  CollectPredictions(&run);
+  AddHooks(logits, capture, &run);
+  DLLM_RETURN_IF_ERROR(PrunedLastLayer(&run));
+  DLLM_RETURN_IF_ERROR(FirstLayerInput(run));
+  for (int l = first_layer; l < config_.num_layers; ++l) DLLM_RETURN_IF_ERROR(Layer(l, &run));
+  return PredictRows(&run, result);
 }
 
 absl::Status ValidateConfig(const ModelConfig& c) {

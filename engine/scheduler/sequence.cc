@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -22,6 +23,20 @@ DecoderConfig MakeDecoderConfig(const GenerationRequest& request, const Sequence
   config.end_token_ids = context.end_token_ids;
   config.params = request.decoding;
   return config;
+}
+
+// NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
+// committing them would surface later as a misleading "token id -1" request error.
+absl::Status CheckFinite(std::span<const RowStats> rows, int step) {
+  for (const RowStats& r : rows) {
+    if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
+        !std::isfinite(r.entropy_nats)) {
+      return absl::InternalError(absl::StrCat(
+          "the model produced non-finite logits (NaN or Inf) at position ", r.position, " in step ",
+          step, ": the weights are corrupt or the activations overflowed"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -151,16 +166,7 @@ void Sequence::EmitText(CommitEvent* event) {
 
 absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info) {
   const int step = decoder_.step();
-  // NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
-  // committing them would surface later as a misleading "token id -1" request error.
-  for (const RowStats& r : rows) {
-    if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
-        !std::isfinite(r.entropy_nats)) {
-      return absl::InternalError(absl::StrCat(
-          "the model produced non-finite logits (NaN or Inf) at position ", r.position, " in step ",
-          step, ": the weights are corrupt or the activations overflowed"));
-    }
-  }
+  DLLM_RETURN_IF_ERROR(CheckFinite(rows, step));
   absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);
   if (!committed.ok()) return committed.status();
 
@@ -207,29 +213,31 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
     pending_.sink->OnCommit(event);
   }
   const int every = pending_.request.snapshot_every_steps;
-  if (every > 0 && stats_.steps % every == 0 && !decoder_.finished()) {
-    SnapshotEvent snapshot;
-    snapshot.step = step;
-    const std::span<const int32_t> canvas = decoder_.canvas();
-    Utf8Stream stream;
-    for (int i = 0; i < decoder_.gen_length(); ++i) {
-      const int32_t pos = decoder_.prompt_length() + i;
-      if (!decoder_.decided(pos)) {
-        snapshot.canvas_text += stream.Append({});
-        snapshot.canvas_text += stream.Finish();
-        snapshot.canvas_text += "\xE2\x96\x92";  // ▒
-        continue;
-      }
-      const int32_t token = canvas[pos];
-      if (decoder_.IsEndToken(token) && i >= decoder_.decided_prefix()) break;
-      if (context_.tokenizer == nullptr || context_.tokenizer->IsSpecial(token)) continue;
-      snapshot.canvas_text += stream.Append(context_.tokenizer->TokenBytes(token));
-    }
-    snapshot.canvas_text += stream.Finish();
-    pending_.sink->OnSnapshot(snapshot);
-  }
+  if (every > 0 && stats_.steps % every == 0 && !decoder_.finished()) EmitSnapshot(step);
   if (pending_.request.step_events) EmitStep(step, rows, *committed);
   return absl::OkStatus();
+}
+
+void Sequence::EmitSnapshot(int step) {
+  SnapshotEvent snapshot;
+  snapshot.step = step;
+  const std::span<const int32_t> canvas = decoder_.canvas();
+  Utf8Stream stream;
+  for (int i = 0; i < decoder_.gen_length(); ++i) {
+    const int32_t pos = decoder_.prompt_length() + i;
+    if (!decoder_.decided(pos)) {
+      snapshot.canvas_text += stream.Append({});
+      snapshot.canvas_text += stream.Finish();
+      snapshot.canvas_text += "\xE2\x96\x92";  // ▒
+      continue;
+    }
+    const int32_t token = canvas[pos];
+    if (decoder_.IsEndToken(token) && i >= decoder_.decided_prefix()) break;
+    if (context_.tokenizer == nullptr || context_.tokenizer->IsSpecial(token)) continue;
+    snapshot.canvas_text += stream.Append(context_.tokenizer->TokenBytes(token));
+  }
+  snapshot.canvas_text += stream.Finish();
+  pending_.sink->OnSnapshot(snapshot);
 }
 
 void Sequence::EmitStep(int step, std::span<const RowStats> rows,

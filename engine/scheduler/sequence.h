@@ -96,6 +96,8 @@ class Sequence {
   // The policy's ObserveForward of a pass (first_layer 0: the step's own), timed as decision.
   void ShowForward(std::span<const RowStats> rows, int first_layer);
   void EmitText(CommitEvent* event);
+  // The canvas as text, masked positions as "▒", to the sink (snapshot_every_steps).
+  void EmitSnapshot(int step);
   void EmitStep(int step, std::span<const RowStats> rows,
                 std::span<const CommittedToken> committed);
 

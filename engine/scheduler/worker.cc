@@ -84,114 +84,124 @@ void Worker::Drain(absl::Duration timeout) {
   }
 }
 
-void Worker::Loop() {
-  EngineObserver* observer = options_.observer;
-  while (true) {
-    std::vector<std::pair<PendingRequest, absl::Status>> rejected;
-    std::vector<std::pair<PendingRequest, std::unique_ptr<KvHandle>>> admitted;
-    absl::flat_hash_set<RequestId> cancels;
-    bool cancel_all = false;
-    std::string cancel_all_message;
-    {
-      absl::MutexLock lock(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !active_.empty() || !queue_.empty() || !evicted_.empty() || stopping_;
-      };
-      mu_.Await(absl::Condition(&has_work));
-      if (stopping_ && queue_.empty() && active_.empty() && evicted_.empty()) break;
-      cancels.swap(cancel_requests_);
-      cancel_all = cancel_all_;
-      cancel_all_message = cancel_all_message_;
-      const absl::Time now = absl::Now();
-      // Evicted by Enqueue: expired, or cancelled by their caller.
-      for (PendingRequest& pending : evicted_) {
-        if (now >= pending.request.deadline) {
-          rejected.emplace_back(std::move(pending),
-                                absl::DeadlineExceededError("deadline passed while queued"));
-        } else {
-          rejected.emplace_back(
-              std::move(pending),
-              absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"));
-        }
-      }
-      evicted_.clear();
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if (cancel_all || cancels.contains(it->id)) {
-          rejected.emplace_back(
-              std::move(*it),
-              absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"));
-          it = queue_.erase(it);
-        } else if (now >= it->request.deadline) {
-          rejected.emplace_back(std::move(*it),
-                                absl::DeadlineExceededError("deadline passed while queued"));
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      while (!queue_.empty() &&
-             static_cast<int>(active_.size() + admitted.size()) < options_.max_batch_sequences) {
-        PendingRequest& head = queue_.front();
-        const int positions =
-            static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
-        const bool hidden_states = NeedsHiddenStates(head.request.cache);
-        if (!executor_->KvFits(positions, hidden_states)) {
-          // FIFO: wait for memory unless nothing runs, in which case it can never fit.
-          if (active_.empty() && admitted.empty()) {
-            rejected.emplace_back(std::move(head), absl::ResourceExhaustedError(absl::StrCat(
-                                                       "KV memory for ", positions,
-                                                       " positions does not fit the budget")));
-            queue_.pop_front();
-            continue;
-          }
-          break;
-        }
-        absl::StatusOr<std::unique_ptr<KvHandle>> kv =
-            executor_->AllocateKv(positions, hidden_states);
-        if (!kv.ok()) {
-          if (active_.empty() && admitted.empty()) {
-            rejected.emplace_back(std::move(head), kv.status());
-            queue_.pop_front();
-            continue;
-          }
-          break;
-        }
-        admitted.emplace_back(std::move(head), std::move(*kv));
-        queue_.pop_front();
-      }
-    }
+struct Worker::Intake {
+  std::vector<std::pair<PendingRequest, absl::Status>> rejected;
+  std::vector<std::pair<PendingRequest, std::unique_ptr<KvHandle>>> admitted;
+  absl::flat_hash_set<RequestId> cancels;
+  bool cancel_all = false;
+  std::string cancel_all_message;
 
-    for (auto& [pending, status] : rejected) {
-      const FinishReason reason = absl::IsCancelled(status)          ? FinishReason::kCancelled
-                                  : absl::IsDeadlineExceeded(status) ? FinishReason::kDeadline
-                                                                     : FinishReason::kError;
-      FinishPending(pending, status, reason, observer);
-    }
-    const absl::Time now = absl::Now();
-    for (auto& [pending, kv] : admitted) {
-      active_.push_back(
-          std::make_unique<Sequence>(std::move(pending), std::move(kv), options_.context, now));
-    }
-    for (auto& seq : active_) {
-      if (cancel_all || cancels.contains(seq->id())) {
-        seq->Finish(
-            absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller"),
-            FinishReason::kCancelled, observer);
-      } else if (now >= seq->request().deadline) {
-        seq->Finish(absl::DeadlineExceededError("deadline exceeded"), FinishReason::kDeadline,
-                    observer);
-      }
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      in_flight_ -= static_cast<int>(rejected.size());
-    }
+  bool Cancels(RequestId id) const { return cancel_all || cancels.contains(id); }
+  absl::Status Cancelled() const {
+    return absl::CancelledError(cancel_all ? cancel_all_message : "cancelled by the caller");
+  }
+};
+
+void Worker::Loop() {
+  while (true) {
+    Intake in;
+    if (!TakeWork(&in)) break;
+    ApplyIntake(&in);
     RetireDone();
     if (!active_.empty()) {
       RunStep();
       RetireDone();
     }
   }
+}
+
+bool Worker::TakeWork(Intake* in) {
+  absl::MutexLock lock(&mu_);
+  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !active_.empty() || !queue_.empty() || !evicted_.empty() || stopping_;
+  };
+  mu_.Await(absl::Condition(&has_work));
+  if (stopping_ && queue_.empty() && active_.empty() && evicted_.empty()) return false;
+  in->cancels.swap(cancel_requests_);
+  in->cancel_all = cancel_all_;
+  in->cancel_all_message = cancel_all_message_;
+  SweepQueue(absl::Now(), in);
+  AdmitFromQueue(in);
+  return true;
+}
+
+void Worker::SweepQueue(absl::Time now, Intake* in) {
+  // Evicted by Enqueue: expired, or cancelled by their caller.
+  for (PendingRequest& pending : evicted_) {
+    if (now >= pending.request.deadline) {
+      in->rejected.emplace_back(std::move(pending),
+                                absl::DeadlineExceededError("deadline passed while queued"));
+    } else {
+      in->rejected.emplace_back(std::move(pending), in->Cancelled());
+    }
+  }
+  evicted_.clear();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (in->Cancels(it->id)) {
+      in->rejected.emplace_back(std::move(*it), in->Cancelled());
+      it = queue_.erase(it);
+    } else if (now >= it->request.deadline) {
+      in->rejected.emplace_back(std::move(*it),
+                                absl::DeadlineExceededError("deadline passed while queued"));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Worker::AdmitFromQueue(Intake* in) {
+  while (!queue_.empty() &&
+         static_cast<int>(active_.size() + in->admitted.size()) < options_.max_batch_sequences) {
+    PendingRequest& head = queue_.front();
+    const int positions = static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
+    const bool hidden_states = NeedsHiddenStates(head.request.cache);
+    // FIFO: a head that does not fit waits for memory, unless nothing runs, in which case it
+    // can never fit.
+    const bool alone = active_.empty() && in->admitted.empty();
+    if (!executor_->KvFits(positions, hidden_states)) {
+      if (!alone) break;
+      in->rejected.emplace_back(
+          std::move(head), absl::ResourceExhaustedError(absl::StrCat(
+                               "KV memory for ", positions, " positions does not fit the budget")));
+      queue_.pop_front();
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<KvHandle>> kv = executor_->AllocateKv(positions, hidden_states);
+    if (!kv.ok()) {
+      if (!alone) break;
+      in->rejected.emplace_back(std::move(head), kv.status());
+      queue_.pop_front();
+      continue;
+    }
+    in->admitted.emplace_back(std::move(head), std::move(*kv));
+    queue_.pop_front();
+  }
+}
+
+void Worker::ApplyIntake(Intake* in) {
+  EngineObserver* observer = options_.observer;
+  for (auto& [pending, status] : in->rejected) {
+    const FinishReason reason = absl::IsCancelled(status)          ? FinishReason::kCancelled
+                                : absl::IsDeadlineExceeded(status) ? FinishReason::kDeadline
+                                                                   : FinishReason::kError;
+    FinishPending(pending, status, reason, observer);
+  }
+  const absl::Time now = absl::Now();
+  for (auto& [pending, kv] : in->admitted) {
+    active_.push_back(
+        std::make_unique<Sequence>(std::move(pending), std::move(kv), options_.context, now));
+  }
+  for (auto& seq : active_) {
+    if (in->Cancels(seq->id())) {
+      seq->Finish(in->Cancelled(), FinishReason::kCancelled, observer);
+    } else if (now >= seq->request().deadline) {
+      seq->Finish(absl::DeadlineExceededError("deadline exceeded"), FinishReason::kDeadline,
+                  observer);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  in_flight_ -= static_cast<int>(in->rejected.size());
 }
 
 void Worker::RunStep() {

@@ -65,7 +65,19 @@ class Worker {
   int in_flight() const;
 
  private:
+  // What one turn of Loop takes from the shared state: requests refused or evicted before
+  // running, requests admitted with their KV, and the cancellations asked for since.
+  struct Intake;
   void Loop();
+  // Under mu_: waits for work, then fills `in` (evicted and expired requests, cancellations,
+  // FIFO admission within the batch and KV limits). False when the worker is stopping and
+  // nothing is left.
+  bool TakeWork(Intake* in);
+  void SweepQueue(absl::Time now, Intake* in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdmitFromQueue(Intake* in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Outside mu_: finishes the refused requests, starts the admitted ones, and cancels or
+  // expires running sequences.
+  void ApplyIntake(Intake* in);
   // One decoding step of every active sequence. An exception escaping the step (an allocation
   // failing in the host forward under a memory limit) fails the active sequences with a
   // status, so their callers get a final event and the worker keeps serving.

@@ -425,77 +425,108 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadTokenizerJson(const std::strin
   return ParseTokenizerJson(*text, path, config_text, config_path);
 }
 
-absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadVocabAndMerges(const std::string& dir) {
-  const std::filesystem::path root(dir);
-  const std::string vocab_path = (root / "vocab.json").string();
-  const std::string merges_path = (root / "merges.txt").string();
-  const std::string config_path = (root / "tokenizer_config.json").string();
-  const std::string added_path = (root / "added_tokens.json").string();
-  const std::string special_map_path = (root / "special_tokens_map.json").string();
+namespace {
 
-  absl::StatusOr<std::string> vocab_text = ReadFile(vocab_path);
-  if (!vocab_text.ok()) return vocab_text.status();
-  absl::StatusOr<std::string> merges_text = ReadFile(merges_path);
-  if (!merges_text.ok()) return merges_text.status();
-  absl::StatusOr<json> config = ReadOptionalJson(config_path);
-  if (!config.ok()) return config.status();
-  absl::StatusOr<json> added_json = ReadOptionalJson(added_path);
-  if (!added_json.ok()) return added_json.status();
-  absl::StatusOr<json> special_map = ReadOptionalJson(special_map_path);
-  if (!special_map.ok()) return special_map.status();
+// The files of a "slow" (vocab + merges) tokenizer folder.
+struct SlowTokenizerPaths {
+  explicit SlowTokenizerPaths(const std::filesystem::path& root)
+      : vocab((root / "vocab.json").string()),
+        merges((root / "merges.txt").string()),
+        config((root / "tokenizer_config.json").string()),
+        added((root / "added_tokens.json").string()),
+        special_map((root / "special_tokens_map.json").string()) {}
+  std::string vocab, merges, config, added, special_map;
+};
 
+// vocab.json and merges.txt (their texts) as one BPE model.
+absl::StatusOr<std::unique_ptr<BpeModel>> ParseBpeModel(const SlowTokenizerPaths& paths,
+                                                        const std::string& vocab_text,
+                                                        const std::string& merges_text) {
   // vocab.json is one big object: stream it (no merges in this file).
   TableCollector tables({}, std::nullopt);
   try {
-    tables.Parse(*vocab_text);
+    tables.Parse(vocab_text);
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": malformed JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(paths.vocab, ": malformed JSON: ", e.what()));
   }
   if (!tables.saw_vocab) {
-    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": top level is not an object"));
+    return absl::InvalidArgumentError(absl::StrCat(paths.vocab, ": top level is not an object"));
   }
   if (!tables.error.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": ", tables.error));
+    return absl::InvalidArgumentError(absl::StrCat(paths.vocab, ": ", tables.error));
   }
-  absl::StatusOr<std::vector<BpeModel::Merge>> merges = ParseMergesTxt(*merges_text);
-  if (!merges.ok()) return WithSource(merges.status(), merges_path);
+  absl::StatusOr<std::vector<BpeModel::Merge>> merges = ParseMergesTxt(merges_text);
+  if (!merges.ok()) return WithSource(merges.status(), paths.merges);
   absl::StatusOr<std::unique_ptr<BpeModel>> bpe =
       BpeModel::Create(std::move(tables.vocab), *merges, /*ignore_merges=*/false);
-  if (!bpe.ok()) return WithSource(bpe.status(), absl::StrCat(vocab_path, " + ", merges_path));
+  if (!bpe.ok()) return WithSource(bpe.status(), absl::StrCat(paths.vocab, " + ", paths.merges));
+  return bpe;
+}
 
-  BpeTokenizerParts parts;
-  parts.model = std::move(*bpe);
-  std::string tokenizer_class;
+// The added tokens of tokenizer_config.json's added_tokens_decoder and of added_tokens.json
+// (special when either config file lists them as special), and the tokenizer class.
+absl::Status ReadAddedTokens(const SlowTokenizerPaths& paths, const json& config,
+                             const json& added_json, const json& special_map,
+                             BpeTokenizerParts* parts, std::string* tokenizer_class) {
   try {
-    if (config->is_object() && config->contains("tokenizer_class") &&
-        (*config)["tokenizer_class"].is_string()) {
-      tokenizer_class = (*config)["tokenizer_class"].get<std::string>();
+    if (config.is_object() && config.contains("tokenizer_class") &&
+        config["tokenizer_class"].is_string()) {
+      *tokenizer_class = config["tokenizer_class"].get<std::string>();
     }
     absl::flat_hash_set<int32_t> ids;
-    if (config->is_object()) {
-      if (absl::Status s = ParseAddedTokensDecoder(*config, &ids, &parts.added_tokens); !s.ok()) {
-        return WithSource(s, config_path);
+    if (config.is_object()) {
+      if (absl::Status s = ParseAddedTokensDecoder(config, &ids, &parts->added_tokens); !s.ok()) {
+        return WithSource(s, paths.config);
       }
     }
-    if (added_json->is_object()) {
+    if (added_json.is_object()) {
       absl::flat_hash_set<std::string> specials;
-      CollectSpecialStrings(*config, &specials);
-      CollectSpecialStrings(*special_map, &specials);
-      for (const auto& [content, id] : added_json->items()) {
+      CollectSpecialStrings(config, &specials);
+      CollectSpecialStrings(special_map, &specials);
+      for (const auto& [content, id] : added_json.items()) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0) {
           return absl::InvalidArgumentError(
-              absl::StrCat(added_path, ": token \"", content, "\" has no valid id"));
+              absl::StrCat(paths.added, ": token \"", content, "\" has no valid id"));
         }
         AddedToken token;
         token.id = id.get<int32_t>();
         token.content = content;
         token.special = specials.contains(content);
-        AddIfNew(std::move(token), &ids, &parts.added_tokens);
+        AddIfNew(std::move(token), &ids, &parts->added_tokens);
       }
     }
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(config_path, " / ", added_path, ": unexpected content: ", e.what()));
+        absl::StrCat(paths.config, " / ", paths.added, ": unexpected content: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadVocabAndMerges(const std::string& dir) {
+  const SlowTokenizerPaths paths{std::filesystem::path(dir)};
+  // Every file is read before any is interpreted.
+  absl::StatusOr<std::string> vocab_text = ReadFile(paths.vocab);
+  if (!vocab_text.ok()) return vocab_text.status();
+  absl::StatusOr<std::string> merges_text = ReadFile(paths.merges);
+  if (!merges_text.ok()) return merges_text.status();
+  absl::StatusOr<json> config = ReadOptionalJson(paths.config);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<json> added_json = ReadOptionalJson(paths.added);
+  if (!added_json.ok()) return added_json.status();
+  absl::StatusOr<json> special_map = ReadOptionalJson(paths.special_map);
+  if (!special_map.ok()) return special_map.status();
+
+  absl::StatusOr<std::unique_ptr<BpeModel>> bpe = ParseBpeModel(paths, *vocab_text, *merges_text);
+  if (!bpe.ok()) return bpe.status();
+  BpeTokenizerParts parts;
+  parts.model = std::move(*bpe);
+  std::string tokenizer_class;
+  if (absl::Status st =
+          ReadAddedTokens(paths, *config, *added_json, *special_map, &parts, &tokenizer_class);
+      !st.ok()) {
+    return st;
   }
   // The slow tokenizer matches every added token on the raw text (before NFC).
   for (AddedToken& token : parts.added_tokens) token.normalized = false;

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/engine_request_link.h"
+#include "server/gateway_call.h"
 #include "server/grpc/reactor_order.h"
+#include "server/grpc/status_mapping.h"
 #include "server/refusal_status.h"
 #include "server/request_decoding.h"
 #include "server/response_mapping.h"
-#include "server/grpc/status_mapping.h"
 
 namespace dllm {
 namespace {
@@ -65,22 +65,17 @@ absl::Status CountedRefusal(grpc::CallbackServerContext* context, const grpc::By
                        refusal);
 }
 
-// CheckReplySize, then serializes `reply` into `out`.
-absl::Status SerializeReply(const Gateway& gateway, const google::protobuf::Message& reply,
+// CheckReplySize (the gateway's or its call's), then serializes `reply` into `out`.
+template <typename Checker>
+absl::Status SerializeReply(const Checker& checker, const google::protobuf::Message& reply,
                             grpc::ByteBuffer* out) {
-  if (absl::Status st = gateway.CheckReplySize(reply); !st.ok()) return st;
+  if (absl::Status st = checker.CheckReplySize(reply); !st.ok()) return st;
   bool own_buffer = false;
   const grpc::Status st =
       grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(reply, out,
                                                                                  &own_buffer);
   if (!st.ok()) return absl::InternalError(absl::StrCat("reply: ", st.error_message()));
   return absl::OkStatus();
-}
-
-absl::StatusOr<Gateway::Admitted> Admit(Gateway* gateway, grpc::CallbackServerContext* context,
-                                        const v1::GenerateRequest& request,
-                                        const std::string& request_id) {
-  return gateway->Admit(AuthorizationHeader(context), CallDeadline(context), request, request_id);
 }
 
 // ---------------------------------------------------------------- unary Generate
@@ -92,71 +87,52 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     auto call = std::shared_ptr<GenerateCall>(new GenerateCall(gateway, response));
     call->self_ = call;
     v1::GenerateRequest request;
-    const absl::Status decoded = DecodeRequest(*raw, &request);
-    const std::string log_id = gateway->LogId(request);
-    if (!decoded.ok()) {
-      call->FinishCall(CountedRefusal(context, *raw, decoded), nullptr, log_id);
-      return call.get();
+    absl::Status status = DecodeRequest(*raw, &request);
+    call->call_.Identify(request);
+    if (status.ok()) {
+      status =
+          call->call_.Start(AuthorizationHeader(context), CallDeadline(context), request, call);
     }
-    absl::StatusOr<Gateway::Admitted> admitted = Admit(gateway, context, request, log_id);
-    if (!admitted.ok()) {
-      call->FinishCall(CountedRefusal(context, *raw, admitted.status()), nullptr, log_id);
-      return call.get();
-    }
-    call->request_id_ = admitted->request.id;
-    Engine* engine = admitted->engine;
-    const absl::Time deadline = admitted->request.deadline;
-    gateway->CallOpened();
-    call->opened_ = true;
-    absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
-    if (!id.ok()) {
-      call->FinishCall(id.status(), nullptr, call->request_id_);
-      return call.get();
-    }
-    call->link_.Bind(engine, *id, deadline);
+    if (!status.ok()) call->FinishCall(CountedRefusal(context, *raw, status), nullptr);
     return call.get();
   }
 
   void OnCommit(const CommitEvent&) override {}
 
   void OnFinal(const FinalEvent& event) override {
-    absl::Status status = gateway_->FinalStatus(event, link_);
+    absl::Status status = call_.FinalStatus(event);
     if (status.ok()) {
       v1::GenerateResponse reply;
-      FillGenerateResponse(request_id_, event, &reply);
-      status = SerializeReply(*gateway_, reply, response_);
+      FillGenerateResponse(call_.request_id(), event, &reply);
+      status = SerializeReply(call_, reply, response_);
     }
-    FinishCall(status, &event, request_id_);
+    FinishCall(status, &event);
   }
 
   void OnCancel() override {
-    link_.Cancel();
+    call_.Cancel();
     ReactionEnded(this);
   }
 
   void OnDone() override {
     OnDoneStarted(this);
-    if (opened_) gateway_->CallClosed();
+    call_.Close();
     self_.reset();
   }
 
  private:
   GenerateCall(Gateway* gateway, grpc::ByteBuffer* response)
-      : gateway_(gateway), response_(response), start_(absl::Now()) {}
+      : call_(gateway, "Generate", "grpc"), response_(response) {}
 
-  void FinishCall(const absl::Status& status, const FinalEvent* event, const std::string& id) {
-    gateway_->RecordCall("Generate", id, status, event, start_, "grpc");
+  void FinishCall(const absl::Status& status, const FinalEvent* event) {
+    call_.Record(status, event);
     ReactionEnded(this);
     Finish(ToGrpcStatus(status));  // may run OnDone on another thread: touch nothing afterwards
   }
 
-  Gateway* const gateway_;
+  GatewayCall call_;
   grpc::ByteBuffer* const response_;
-  const absl::Time start_;
-  std::string request_id_;
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
-  bool opened_ = false;                 // counted by CallOpened (set before Submit)
-  EngineRequestLink link_;
 };
 
 // ---------------------------------------------------------------- streaming Generate
@@ -169,34 +145,19 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     auto call = std::shared_ptr<GenerateStreamCall>(new GenerateStreamCall(gateway));
     call->self_ = call;
     v1::GenerateRequest request;
-    const absl::Status decoded = DecodeRequest(*raw, &request);
-    const std::string log_id = gateway->LogId(request);
-    if (!decoded.ok()) {
-      call->FinishWithoutEngine(CountedRefusal(context, *raw, decoded), log_id);
-      return call.get();
+    absl::Status status = DecodeRequest(*raw, &request);
+    call->call_.Identify(request);
+    if (status.ok()) {
+      status =
+          call->call_.Start(AuthorizationHeader(context), CallDeadline(context), request, call);
     }
-    absl::StatusOr<Gateway::Admitted> admitted = Admit(gateway, context, request, log_id);
-    if (!admitted.ok()) {
-      call->FinishWithoutEngine(CountedRefusal(context, *raw, admitted.status()), log_id);
-      return call.get();
-    }
-    call->request_id_ = admitted->request.id;
-    Engine* engine = admitted->engine;
-    const absl::Time deadline = admitted->request.deadline;
-    gateway->CallOpened();
-    call->opened_ = true;
-    absl::StatusOr<RequestId> id = engine->Submit(std::move(admitted->request), call);
-    if (!id.ok()) {
-      call->FinishWithoutEngine(id.status(), call->request_id_);
-      return call.get();
-    }
-    call->link_.Bind(engine, *id, deadline);
+    if (!status.ok()) call->FinishWithoutEngine(CountedRefusal(context, *raw, status));
     return call.get();
   }
 
   void OnCommit(const CommitEvent& event) override {
     v1::GenerateStreamResponse message;
-    message.set_request_id(request_id_);
+    message.set_request_id(call_.request_id());
     FillCommittedDelta(event, message.mutable_committed());
     bool cancel = false;
     {
@@ -212,13 +173,13 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         pending_.push_back(Pending{std::move(message), false});
       }
     }
-    if (cancel) link_.Cancel();
+    if (cancel) call_.Cancel();
     Pump();
   }
 
   void OnSnapshot(const SnapshotEvent& event) override {
     v1::GenerateStreamResponse message;
-    message.set_request_id(request_id_);
+    message.set_request_id(call_.request_id());
     FillCanvasSnapshot(event, message.mutable_canvas());
     {
       absl::MutexLock lock(&mu_);
@@ -239,7 +200,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void OnFinal(const FinalEvent& event) override {
-    absl::Status status = gateway_->FinalStatus(event, link_);
+    absl::Status status = call_.FinalStatus(event);
     const bool send_summary = status.ok() || event.reason == FinishReason::kCancelled ||
                               event.reason == FinishReason::kDeadline;
     {
@@ -247,8 +208,8 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       if (!oversized_.ok()) status = oversized_;
       if (send_summary && !write_failed_) {
         v1::GenerateStreamResponse message;
-        message.set_request_id(request_id_);
-        FillGenerateResponse(request_id_, event, message.mutable_final());
+        message.set_request_id(call_.request_id());
+        FillGenerateResponse(call_.request_id(), event, message.mutable_final());
         if (absl::Status st = Oversized(message); !st.ok()) {
           if (status.ok()) status = st;
         } else {
@@ -259,7 +220,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     // Recorded once the status is final (an oversized summary turns OK into
     // RESOURCE_EXHAUSTED, which is what the client gets) and before the call can finish, so
     // a client never sees a status the metrics do not have yet.
-    gateway_->RecordCall("GenerateStream", request_id_, status, &event, start_, "grpc");
+    call_.Record(status, &event);
     {
       absl::MutexLock lock(&mu_);
       final_status_ = status;
@@ -282,13 +243,13 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void OnCancel() override {
-    link_.Cancel();
+    call_.Cancel();
     ReactionEnded(this);
   }
 
   void OnDone() override {
     OnDoneStarted(this);
-    if (opened_) gateway_->CallClosed();
+    call_.Close();
     self_.reset();
   }
 
@@ -299,14 +260,14 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     bool snapshot;
   };
 
-  explicit GenerateStreamCall(Gateway* gateway) : gateway_(gateway), start_(absl::Now()) {}
+  explicit GenerateStreamCall(Gateway* gateway) : call_(gateway, "GenerateStream", "grpc") {}
 
   absl::Status Oversized(const v1::GenerateStreamResponse& message) const {
-    return gateway_->CheckReplySize(message);
+    return call_.CheckReplySize(message);
   }
 
-  void FinishWithoutEngine(const absl::Status& status, const std::string& id) {
-    gateway_->RecordCall("GenerateStream", id, status, nullptr, start_, "grpc");
+  void FinishWithoutEngine(const absl::Status& status) {
+    call_.Record(status, nullptr);
     {
       absl::MutexLock lock(&mu_);
       final_status_ = status;
@@ -346,11 +307,8 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     }
   }
 
-  Gateway* const gateway_;
-  const absl::Time start_;
-  std::string request_id_;
+  GatewayCall call_;
   std::shared_ptr<GenerateStreamCall> self_;
-  bool opened_ = false;                 // counted by CallOpened (set before Submit)
   v1::GenerateStreamResponse current_;  // the message being written
   grpc::ByteBuffer current_bytes_;      // its bytes (owned by us until OnWriteDone)
 
@@ -362,7 +320,6 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   absl::Status oversized_ ABSL_GUARDED_BY(mu_);  // a message over max_send_message_bytes
-  EngineRequestLink link_;
 };
 
 }  // namespace
@@ -395,8 +352,7 @@ grpc::ServerUnaryReactor* DiffusionService::Tokenize(grpc::CallbackServerContext
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
-  absl::StatusOr<v1::TokenizeResponse> response =
-      gateway_->Tokenize(AuthorizationHeader(context), request);
+  absl::StatusOr<v1::TokenizeResponse> response = gateway_->Tokenize(engine, request);
   reactor->Finish(ToGrpcStatus(response.ok() ? SerializeReply(*gateway_, *response, reply)
                                              : response.status()));
   return reactor;

@@ -1,6 +1,8 @@
-// HttpGeneration: the engine's EventSink for one HTTP generation call. The engine worker
-// appends events and calls the wake function (SetWake); the HTTP connection then takes them
-// (Take) and writes them.
+// HttpGeneration: the engine's EventSink for one HTTP generation call, and the owner of its
+// GatewayCall (admission, submission, the open-call count, the call record). The engine
+// worker appends events and calls the wake function (SetWake); the HTTP connection then takes
+// them (Take) and writes them. The call counts as open until the last owner (the engine, the
+// connection writing the reply) lets go of it.
 //
 // What is kept for a slow reader: every committed text delta and every step event's
 // committed tokens (never dropped), but only the newest step's provisional proposals (a step
@@ -24,19 +26,15 @@
 #include "absl/time/time.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/engine.h"
-#include "server/engine_request_link.h"
-#include "server/gateway.h"
+#include "server/gateway_call.h"
 #include "server/response_mapping.h"
 
 namespace dllm {
 
 class HttpGeneration final : public EventSink {
  public:
-  HttpGeneration(Gateway* gateway, std::string method, std::string request_id, absl::Time start)
-      : gateway_(gateway),
-        method_(std::move(method)),
-        request_id_(std::move(request_id)),
-        start_(start) {}
+  // `method` labels the call record ("ChatCompletions", "Completions"; a static string).
+  HttpGeneration(Gateway* gateway, const char* method) : call_(gateway, method, "http") {}
 
   void OnCommit(const CommitEvent& event) override {
     if (event.text_delta.empty()) return;
@@ -70,13 +68,13 @@ class HttpGeneration final : public EventSink {
 
   void OnFinal(const FinalEvent& event) override {
     // A request cancelled because its answer reached a stop string succeeded.
-    const absl::Status status =
-        stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
-            ? absl::OkStatus()
-            : gateway_->FinalStatus(event, link_);
-    gateway_->RecordCall(method_.c_str(), request_id_, status, &event, start_, "http");
+    absl::Status status = stopped_by_sequence_.load() && event.reason == FinishReason::kCancelled
+                              ? absl::OkStatus()
+                              : call_.FinalStatus(event);
     v1::GenerateResponse response;
-    FillGenerateResponse(request_id_, event, &response);
+    FillGenerateResponse(call_.request_id(), event, &response);
+    if (status.ok()) status = call_.CheckReplySize(response);
+    call_.Record(status, &event);
     {
       absl::MutexLock lock(&mu_);
       final_status_ = status;
@@ -85,12 +83,12 @@ class HttpGeneration final : public EventSink {
     Wake();
   }
 
-  EngineRequestLink& link() { return link_; }
+  GatewayCall& call() { return call_; }
 
   // The answer reached a stop string: the rest is not needed, end the request now.
   void StopBySequence() {
     if (stopped_by_sequence_.exchange(true)) return;
-    link_.Cancel();
+    call_.Cancel();
   }
 
   // A committed text delta, or a step event (stream_options.include_steps), in engine order.
@@ -131,11 +129,7 @@ class HttpGeneration final : public EventSink {
     if (wake_) wake_();
   }
 
-  Gateway* const gateway_;
-  const std::string method_;
-  const std::string request_id_;
-  const absl::Time start_;
-  EngineRequestLink link_;
+  GatewayCall call_;
   std::atomic<bool> stopped_by_sequence_{false};
 
   absl::Mutex mu_;

@@ -276,6 +276,133 @@ absl::Status CheckJsonShape(std::string_view body) {
   return absl::OkStatus();
 }
 
+// ParseOpenAiRequest's state while it goes over the body's keys.
+struct OpenAiParse {
+  OpenAiRequest out;
+  bool chat = false;
+  const char* input_key = nullptr;  // "messages" or "prompt"
+  std::optional<int32_t> max_tokens;
+  bool has_model = false;
+  bool has_input = false;
+};
+
+absl::Status ParseMaxTokens(const std::string& key, const json& v, OpenAiParse* p) {
+  if (v.is_null()) return absl::OkStatus();
+  DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
+  if (p->max_tokens && *p->max_tokens != n) {
+    return Invalid(key, "max_tokens and max_completion_tokens disagree");
+  }
+  p->max_tokens = n;
+  p->out.request.set_max_new_tokens(n);
+  p->out.field_names.emplace_back("max_new_tokens", key);
+  return absl::OkStatus();
+}
+
+// temperature, top_p, top_k, seed (-> decoding.*) and n.
+absl::Status ParseSamplingKey(const std::string& key, const json& v, OpenAiRequest* out) {
+  if (v.is_null()) return absl::OkStatus();
+  v1::GenerateRequest& req = out->request;
+  if (key == "temperature" || key == "top_p") {
+    DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, key));
+    if (key == "temperature") {
+      req.mutable_decoding()->set_temperature(x);
+    } else {
+      req.mutable_decoding()->set_top_p(x);
+    }
+    out->field_names.emplace_back(absl::StrCat("decoding.", key), key);
+  } else if (key == "top_k") {
+    DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+    req.mutable_decoding()->set_top_k(x);
+    out->field_names.emplace_back("decoding.top_k", key);
+  } else if (key == "seed") {
+    DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, key));
+    req.mutable_decoding()->set_seed(x);
+    out->field_names.emplace_back("decoding.seed", key);
+  } else if (key == "n") {
+    DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
+    if (x != 1) return Invalid("n", absl::StrCat(x, " is not supported (only n = 1)"));
+  }
+  return absl::OkStatus();
+}
+
+// stream and stream_options.
+absl::Status ParseStreamingKey(const std::string& key, const json& v, OpenAiRequest* out) {
+  if (v.is_null()) return absl::OkStatus();
+  if (key == "stream") {
+    DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
+    out->stream = b;
+    return absl::OkStatus();
+  }
+  if (!v.is_object()) return Invalid(key, "must be an object");
+  for (const auto& [k, x] : v.items()) {
+    // Usage is always sent in the final chunk, so include_usage changes nothing.
+    if (k != "include_usage" && k != "include_steps") {
+      return Invalid(absl::StrCat(key, ".", k), "unknown field");
+    }
+    if (!x.is_null() && !x.is_boolean()) {
+      return Invalid(absl::StrCat(key, ".", k), "must be a boolean");
+    }
+    if (k == "include_steps") out->include_steps = x.is_boolean() && x.get<bool>();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStop(const json& v, std::vector<std::string>* stop) {
+  if (v.is_null()) return absl::OkStatus();
+  const json list = v.is_string() ? json::array({v}) : v;
+  if (!list.is_array() || list.size() > kMaxStops) {
+    return Invalid("stop",
+                   absl::StrCat("must be a string or an array of at most ", kMaxStops, " strings"));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
+    if (s.size() > kMaxStopBytes) {
+      return Invalid(absl::StrCat("stop[", i, "]"),
+                     absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
+    }
+    if (!s.empty()) stop->push_back(s);
+  }
+  return absl::OkStatus();
+}
+
+// user (ignored), and the OpenAI fields this server accepts only at their "off" value.
+absl::Status ParseIgnoredKey(const std::string& key, const json& v) {
+  if (key == "user") {
+    if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");
+    return absl::OkStatus();
+  }
+  if (!IsOff(v)) return Invalid(key, "is not supported (only its default value)");
+  return absl::OkStatus();
+}
+
+// One key of the body; a key not named here is an unknown field.
+absl::Status ParseRequestKey(const std::string& key, const json& v, OpenAiParse* p) {
+  v1::GenerateRequest& req = p->out.request;
+  if (key == "model") {
+    DLLM_ASSIGN_OR_RETURN(m, GetString(v, key));
+    p->out.model = m;
+    p->has_model = true;
+    return absl::OkStatus();
+  }
+  if (key == p->input_key) {
+    p->has_input = true;
+    return p->chat ? ParseMessages(v, req.mutable_chat()) : ParsePrompt(v, &req);
+  }
+  if (key == "max_tokens" || key == "max_completion_tokens") return ParseMaxTokens(key, v, p);
+  if (key == "temperature" || key == "top_p" || key == "top_k" || key == "seed" || key == "n") {
+    return ParseSamplingKey(key, v, &p->out);
+  }
+  if (key == "stream" || key == "stream_options") return ParseStreamingKey(key, v, &p->out);
+  if (key == "stop") return ParseStop(v, &p->out.stop);
+  if (key == "user" || key == "logprobs" || key == "presence_penalty" ||
+      key == "frequency_penalty" || key == "logit_bias") {
+    return ParseIgnoredKey(key, v);
+  }
+  if (key == "decoding") return ParseParams(ParamSection::kDecoding, v, &req);
+  if (key == "cache") return ParseParams(ParamSection::kCache, v, &req);
+  return Invalid(key, "unknown field");
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
@@ -283,114 +410,24 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
   json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Invalid("body", "is not valid JSON");
   if (!root.is_object()) return Invalid("body", "must be a JSON object");
-  OpenAiRequest out;
-  out.endpoint = endpoint;
-  v1::GenerateRequest& req = out.request;
-  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
-  const char* input_key = chat ? "messages" : "prompt";
-  std::optional<int32_t> max_tokens;
-  bool has_model = false;
-  bool has_input = false;
+  OpenAiParse p;
+  p.out.endpoint = endpoint;
+  p.chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  p.input_key = p.chat ? "messages" : "prompt";
   for (const auto& [key, v] : root.items()) {
-    if (key == "model") {
-      DLLM_ASSIGN_OR_RETURN(m, GetString(v, key));
-      out.model = m;
-      has_model = true;
-    } else if (key == input_key) {
-      has_input = true;
-      if (chat) {
-        if (absl::Status st = ParseMessages(v, req.mutable_chat()); !st.ok()) return st;
-      } else if (absl::Status st = ParsePrompt(v, &req); !st.ok()) {
-        return st;
-      }
-    } else if (key == "max_tokens" || key == "max_completion_tokens") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
-      if (max_tokens && *max_tokens != n) {
-        return Invalid(key, "max_tokens and max_completion_tokens disagree");
-      }
-      max_tokens = n;
-      req.set_max_new_tokens(n);
-      out.field_names.emplace_back("max_new_tokens", key);
-    } else if (key == "temperature" || key == "top_p") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(x, GetFloat(v, key));
-      if (key == "temperature") {
-        req.mutable_decoding()->set_temperature(x);
-      } else {
-        req.mutable_decoding()->set_top_p(x);
-      }
-      out.field_names.emplace_back(absl::StrCat("decoding.", key), key);
-    } else if (key == "top_k") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
-      req.mutable_decoding()->set_top_k(x);
-      out.field_names.emplace_back("decoding.top_k", key);
-    } else if (key == "seed") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(x, GetUint64(v, key));
-      req.mutable_decoding()->set_seed(x);
-      out.field_names.emplace_back("decoding.seed", key);
-    } else if (key == "n") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
-      if (x != 1) return Invalid("n", absl::StrCat(x, " is not supported (only n = 1)"));
-    } else if (key == "stream") {
-      if (v.is_null()) continue;
-      DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
-      out.stream = b;
-    } else if (key == "stream_options") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) return Invalid(key, "must be an object");
-      for (const auto& [k, x] : v.items()) {
-        // Usage is always sent in the final chunk, so include_usage changes nothing.
-        if (k != "include_usage" && k != "include_steps") {
-          return Invalid(absl::StrCat(key, ".", k), "unknown field");
-        }
-        if (!x.is_null() && !x.is_boolean()) {
-          return Invalid(absl::StrCat(key, ".", k), "must be a boolean");
-        }
-        if (k == "include_steps") out.include_steps = x.is_boolean() && x.get<bool>();
-      }
-    } else if (key == "stop") {
-      if (v.is_null()) continue;
-      const json list = v.is_string() ? json::array({v}) : v;
-      if (!list.is_array() || list.size() > kMaxStops) {
-        return Invalid("stop", absl::StrCat("must be a string or an array of at most ", kMaxStops,
-                                            " strings"));
-      }
-      for (size_t i = 0; i < list.size(); ++i) {
-        DLLM_ASSIGN_OR_RETURN(s, GetString(list[i], absl::StrCat("stop[", i, "]")));
-        if (s.size() > kMaxStopBytes) {
-          return Invalid(absl::StrCat("stop[", i, "]"),
-                         absl::StrCat("longer than ", kMaxStopBytes, " bytes"));
-        }
-        if (!s.empty()) out.stop.push_back(s);
-      }
-    } else if (key == "user") {
-      if (!v.is_null() && !v.is_string()) return Invalid(key, "must be a string");
-    } else if (key == "logprobs" || key == "presence_penalty" || key == "frequency_penalty" ||
-               key == "logit_bias") {
-      if (!IsOff(v)) return Invalid(key, "is not supported (only its default value)");
-    } else if (key == "decoding") {
-      if (absl::Status st = ParseParams(ParamSection::kDecoding, v, &req); !st.ok()) return st;
-    } else if (key == "cache") {
-      if (absl::Status st = ParseParams(ParamSection::kCache, v, &req); !st.ok()) return st;
-    } else {
-      return Invalid(key, "unknown field");
-    }
+    if (absl::Status st = ParseRequestKey(key, v, &p); !st.ok()) return st;
   }
-  if (!has_model) return Invalid("model", "is required");
-  if (!has_input) return Invalid(input_key, "is required");
-  if (out.include_steps && !out.stream) {
+  if (!p.has_model) return Invalid("model", "is required");
+  if (!p.has_input) return Invalid(p.input_key, "is required");
+  if (p.out.include_steps && !p.out.stream) {
     return Invalid("stream_options.include_steps", "needs \"stream\": true");
   }
-  if (chat) {
-    out.field_names.emplace_back("chat.messages", "messages");
-  } else if (req.has_token_ids()) {
-    out.field_names.emplace_back("token_ids.ids", "prompt");
+  if (p.chat) {
+    p.out.field_names.emplace_back("chat.messages", "messages");
+  } else if (p.out.request.has_token_ids()) {
+    p.out.field_names.emplace_back("token_ids.ids", "prompt");
   }
-  return out;
+  return std::move(p.out);
 }
 
 absl::Status RenameFieldInError(const absl::Status& status, const OpenAiRequest& request) {

@@ -96,7 +96,7 @@ class UnaryCompletion final : public HttpResponseSource {
 
   void Abandon() override {
     call_->SetWake(nullptr);
-    call_->link().Cancel();  // the engine ends it within one step
+    call_->call().Cancel();  // the engine ends it within one step
   }
 
  private:
@@ -164,7 +164,7 @@ class StreamedCompletion final : public HttpResponseSource {
 
   void Abandon() override {
     call_->SetWake(nullptr);
-    call_->link().Cancel();
+    call_->call().Cancel();
   }
 
  private:
@@ -370,39 +370,34 @@ class Routes final : public HttpRoutes {
   }
 
   HttpReply Generate(OpenAiEndpoint endpoint, const char* method, const HttpRequest& req) {
-    const absl::Time start = absl::Now();
-    const std::string log_id = gateway_->LogId(v1::GenerateRequest());
-    const std::optional<std::string_view> authorization = req.head.Header("Authorization");
+    auto generation = std::make_shared<HttpGeneration>(gateway_, method);
+    GatewayCall& call = generation->call();
+    // HTTP requests carry no request id: the server assigns one.
+    const std::string log_id = call.Identify(v1::GenerateRequest());
     auto reject = [&](const absl::Status& status) {
-      gateway_->RecordCall(method, log_id, status, nullptr, start, "http");
+      call.Record(status, nullptr);
       return Reply(ErrorResponse(status));
     };
-    Engine* engine = nullptr;
-    if (absl::Status st = gateway_->CheckAvailable(authorization, &engine); !st.ok()) {
-      return reject(st);
-    }
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
     if (!parsed.ok()) return reject(parsed.status());
     if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
-    absl::StatusOr<Gateway::Admitted> admitted =
-        gateway_->Admit(authorization, absl::InfiniteFuture(), parsed->request, log_id);
-    if (!admitted.ok()) return reject(RenameFieldInError(admitted.status(), *parsed));
-    admitted->request.step_events = parsed->include_steps;
-
-    auto call = std::make_shared<HttpGeneration>(gateway_, method, log_id, start);
-    absl::StatusOr<RequestId> id = admitted->engine->Submit(std::move(admitted->request), call);
-    if (!id.ok()) return reject(RenameFieldInError(id.status(), *parsed));
-    call->link().Bind(admitted->engine, *id, absl::InfiniteFuture());
+    // Availability and the token were checked before the body was read (Precheck); Start
+    // checks them again, as the server may have started draining since.
+    const bool step_events = parsed->include_steps;
+    const absl::Status started =
+        call.Start(req.head.Header("Authorization"), absl::InfiniteFuture(), parsed->request,
+                   generation, [&](GenerationRequest* r) { r->step_events = step_events; });
+    if (!started.ok()) return reject(RenameFieldInError(started, *parsed));
+    const Tokenizer* tokenizer = &call.engine()->tokenizer();
 
     std::string response_id =
         absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", log_id);
     HttpReply reply;
     if (parsed->stream) {
-      reply.source = std::make_shared<StreamedCompletion>(std::move(call), *std::move(parsed),
-                                                          std::move(response_id), Created(),
-                                                          &admitted->engine->tokenizer());
+      reply.source = std::make_shared<StreamedCompletion>(
+          std::move(generation), *std::move(parsed), std::move(response_id), Created(), tokenizer);
     } else {
-      reply.source = std::make_shared<UnaryCompletion>(std::move(call), *std::move(parsed),
+      reply.source = std::make_shared<UnaryCompletion>(std::move(generation), *std::move(parsed),
                                                        std::move(response_id), Created());
     }
     return reply;

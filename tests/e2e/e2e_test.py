@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -333,6 +334,54 @@ class E2ETest(unittest.TestCase):
         self.assertGreaterEqual(report["by_status"].get("RESOURCE_EXHAUSTED", 0), 1)
         self.assertEqual(report["by_status"].get("OK", 0) +
                          report["by_status"].get("RESOURCE_EXHAUSTED", 0), 6)
+
+    def test_policy_knobs_per_request(self):
+        # Every cache policy's knobs are request fields (engine/core/param_fields.cc): set per
+        # request through dllm-client's flags (gRPC) and through HTTP's "cache" object, they
+        # reach the policy: d2Cache's attention-rollout nucleus mass decides how many other
+        # tokens each partial step recomputes, so 1 computes more rows than 0.
+        http_port = free_port()
+        s = self.start(overrides={"http": {"address": "127.0.0.1", "port": http_port}})
+        base = ["--max-new-tokens", "16", "--cache", "d2cache", "Once upon a time"]
+        lo = self.generate_json(s, "--d2-rollout-p", "0", *base)
+        hi = self.generate_json(s, "--rollout-p", "1", *base)
+        self.assertLess(int(lo["cache_stats"]["rows_computed"]),
+                        int(hi["cache_stats"]["rows_computed"]))
+
+        # The same knob over HTTP, with the HTTP API's one spelling.
+        def post(cache):
+            body = json.dumps({"model": os.path.basename(self.model), "prompt": "Once upon a time",
+                               "max_tokens": 16, "cache": cache}).encode()
+            req = urllib.request.Request("http://127.0.0.1:%d/v1/completions" % http_port,
+                                         data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+        status, http_hi = post({"policy": "d2cache", "d2_rollout_p": 1})
+        self.assertEqual(status, 200, http_hi)
+        self.assertEqual(http_hi["cache_stats"]["rows_computed"],
+                         int(hi["cache_stats"]["rows_computed"]))
+        # Elastic-Cache's gamma: -1 never detects drift, so no deep-layer recompute passes.
+        for gamma in ("-1", "1"):
+            r = self.generate_json(s, "--cache", "elastic", "--elastic-gamma", gamma,
+                                   "--max-new-tokens", "16", "Hello")
+            self.assertGreater(r["cache_stats"]["steps"], 0)
+        # Out of range: a 400 / INVALID_ARGUMENT naming the field and its range.
+        status, err = post({"policy": "elastic", "elastic_gamma": 2})
+        self.assertEqual(status, 400, err)
+        self.assertIn("cache.elastic_gamma: 2 is outside [-1, 1]", err["error"]["message"])
+        r = s.client("generate", "--cache", "d2cache", "--d2-sigma", "0", "x")
+        self.assertEqual(error_code(r), "INVALID_ARGUMENT", r.stderr)
+        self.assertIn("cache.d2_sigma: 0 must be positive and finite", r.stderr)
+        # The field table the playground reads, with no token.
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/dllm/fields" % http_port,
+                                    timeout=5) as r:
+            names = [f["name"] for f in json.loads(r.read())["fields"]]
+        self.assertIn("d2_rollout_p", names)
+        self.assertIn("elastic_gamma", names)
 
     def test_bad_requests(self):
         s = self.start(overrides={

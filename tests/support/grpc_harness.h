@@ -16,8 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/grpc/diffusion_service.h"
 #include "server/gateway.h"
+#include "server/grpc/diffusion_service.h"
 #include "tests/support/locked_log.h"
 #include "tests/support/scripted_engine.h"
 

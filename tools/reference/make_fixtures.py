@@ -20,6 +20,7 @@ from collections import Counter
 
 import torch
 
+from tools.pylib import tokenizer_json
 from tools.pylib.byte_level import bytes_to_unicode
 from tools.reference import modeling
 
@@ -112,11 +113,6 @@ class TinyBpe:
         return ids
 
 
-def added_token_entry(tid, content, special=True):
-    return {"id": tid, "content": content, "single_word": False, "lstrip": False,
-            "rstrip": False, "normalized": False, "special": special}
-
-
 def decoder_entry(e):
     return {k: e[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word",
                               "special")}
@@ -169,24 +165,11 @@ class LladaTokenizer:
                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
 
     def write(self, d):
-        added = [added_token_entry(i, t) for t, i in self.added.items()]
-        tok = {
-            "version": "1.0",
-            "truncation": None,
-            "padding": None,
-            "added_tokens": added,
-            "normalizer": None,
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
-                              "trim_offsets": True, "use_regex": True},
-            "post_processor": None,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                        "use_regex": True},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": self.vocab, "merges": [f"{a} {b}" for a, b in self.merges]},
-        }
-        write_json(os.path.join(d, "tokenizer.json"), tok, indent=None)
+        added = tokenizer_json.added_tokens(self.added)
+        tokenizer_json.write(os.path.join(d, "tokenizer.json"), tokenizer_json.bpe_tokenizer(
+            self.vocab, self.merges, added,
+            pre_tokenizer=tokenizer_json.byte_level(False, trim_offsets=True, use_regex=True),
+            decoder=tokenizer_json.byte_level(True, trim_offsets=True, use_regex=True)))
         write_json(os.path.join(d, "tokenizer_config.json"), {
             "add_bos_token": False,
             "add_eos_token": False,
@@ -231,7 +214,7 @@ class DreamTokenizer:
             for a, b in self.merges:
                 f.write(f"{a} {b}\n")
         write_json(os.path.join(d, "added_tokens.json"), self.added)
-        entries = [added_token_entry(i, t) for t, i in self.added.items()]
+        entries = tokenizer_json.added_tokens(self.added)
         write_json(os.path.join(d, "tokenizer_config.json"), {
             "add_bos_token": False,
             "add_prefix_space": False,

@@ -31,12 +31,10 @@ here; the split's `answer` is one of them (training targets are drawn afresh per
 
 Usage:  python3 -m tools.tasks.cot --write   (regenerates tools/tasks/data_cot/*.jsonl)
 """
-import argparse
-import json
 import os
 import random
 
-from tools.tasks import longform
+from tools.tasks import common, longform
 from tools.tasks.longform import approx_tokens, extract_final, check, load_jsonl  # noqa: F401
 
 FAMILIES = list(longform.FAMILIES)
@@ -251,39 +249,18 @@ def val_split(test):
 
 
 def load_splits():
-    tp, vp = os.path.join(DATA_DIR, "test.jsonl"), os.path.join(DATA_DIR, "val.jsonl")
-    if os.path.exists(tp) and os.path.exists(vp):
-        test, val = load_jsonl(tp), load_jsonl(vp)
-    else:
-        test = test_split()
-        val = val_split(test)
-    return test, val, frozenset(x["key"] for x in test + val)
+    return common.load_splits(DATA_DIR, test_split, val_split, "key")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--write", action="store_true",
-                    help="write data_cot/test.jsonl and data_cot/val.jsonl")
-    args = ap.parse_args()
-    test = test_split()
-    val = val_split(test)
-    assert not {x["key"] for x in test} & {x["key"] for x in val}
-    if args.write:
-        os.makedirs(DATA_DIR, exist_ok=True)
-        for name, items in (("test", test), ("val", val)):
-            with open(os.path.join(DATA_DIR, name + ".jsonl"), "w", encoding="utf-8") as f:
-                for x in items:
-                    f.write(json.dumps(x, ensure_ascii=False) + "\n")
-    print(f"test {len(test)} val {len(val)}")
-    for f in FAMILIES:
-        xs = [x for x in test if x["family"] == f]
-        pl = [approx_tokens(x["prompt"]) for x in xs]
-        al = [approx_tokens(x["answer"]) for x in xs]
-        print(f"{f:8s} prompt~{min(pl)}..{max(pl)} mean {sum(pl) / len(pl):.0f}  "
-              f"answer~{min(al)}..{max(al)} mean {sum(al) / len(al):.0f}")
+def _report(test):
+    longform.print_lengths(test, FAMILIES)
     for f in FAMILIES:
         x = next(x for x in test if x["family"] == f)
         print("----", f, "\n" + x["answer"])
+
+
+def main():
+    common.main(DATA_DIR, test_split, val_split, "key", _report)
 
 
 if __name__ == "__main__":

@@ -56,11 +56,12 @@ not change it).
 
 Usage:  python3 -m tools.tasks.longform --write   (regenerates tools/tasks/data_long/*.jsonl)
 """
-import argparse
-import json
 import os
 import random
 import re
+
+from tools.tasks import common
+from tools.tasks.common import load_jsonl  # noqa: F401 (the long tools read splits with it)
 
 FAMILIES = ["add", "sub", "reverse", "copy", "swap"]
 
@@ -306,45 +307,29 @@ def val_split(test):
     return generate(VAL_SEED, N_VAL_PER_FAMILY, exclude=frozenset(x["key"] for x in test))
 
 
-def load_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def load_splits():
     """(test, val, exclude-set of questions for training), from the committed files when
     present."""
-    tp, vp = os.path.join(DATA_DIR, "test.jsonl"), os.path.join(DATA_DIR, "val.jsonl")
-    if os.path.exists(tp) and os.path.exists(vp):
-        test, val = load_jsonl(tp), load_jsonl(vp)
-    else:
-        test = test_split()
-        val = val_split(test)
-    return test, val, frozenset(x["key"] for x in test + val)
+    return common.load_splits(DATA_DIR, test_split, val_split, "key")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--write", action="store_true",
-                    help="write data_long/test.jsonl and data_long/val.jsonl")
-    args = ap.parse_args()
-    test = test_split()
-    val = val_split(test)
-    assert not {x["key"] for x in test} & {x["key"] for x in val}
-    if args.write:
-        os.makedirs(DATA_DIR, exist_ok=True)
-        for name, items in (("test", test), ("val", val)):
-            with open(os.path.join(DATA_DIR, name + ".jsonl"), "w", encoding="utf-8") as f:
-                for x in items:
-                    f.write(json.dumps(x, ensure_ascii=False) + "\n")
-    print(f"test {len(test)} val {len(val)}")
-    for f in FAMILIES:
+def print_lengths(test, families=FAMILIES):
+    """Per family: the range and mean of approx_tokens of the prompts and the answers."""
+    for f in families:
         xs = [x for x in test if x["family"] == f]
         pl = [approx_tokens(x["prompt"]) for x in xs]
         al = [approx_tokens(x["answer"]) for x in xs]
         print(f"{f:8s} prompt~{min(pl)}..{max(pl)} mean {sum(pl) / len(pl):.0f}  "
               f"answer~{min(al)}..{max(al)} mean {sum(al) / len(al):.0f}")
+
+
+def _report(test):
+    print_lengths(test)
     print(test[0]["prompt"] + "\n----\n" + test[0]["answer"])
+
+
+def main():
+    common.main(DATA_DIR, test_split, val_split, "key", _report)
 
 
 if __name__ == "__main__":

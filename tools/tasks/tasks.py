@@ -17,10 +17,11 @@ its answer, so excluding prompts excludes items.
 
 Usage:  python3 -m tools.tasks.tasks --write   (regenerates tools/tasks/data/{test,val}.jsonl)
 """
-import argparse
-import json
 import os
 import random
+
+from tools.tasks import common
+from tools.tasks.common import load_jsonl  # noqa: F401 (evaluate.py reads splits with it)
 
 FAMILIES = ["add", "sub", "max", "sort", "reverse", "count", "word"]
 
@@ -157,38 +158,18 @@ def val_split(test):
     return generate(VAL_SEED, 30, exclude=frozenset(x["prompt"] for x in test))
 
 
-def load_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def load_splits():
     """(test, val, exclude-set for training), from the committed files when present."""
-    tp, vp = os.path.join(DATA_DIR, "test.jsonl"), os.path.join(DATA_DIR, "val.jsonl")
-    if os.path.exists(tp) and os.path.exists(vp):
-        test, val = load_jsonl(tp), load_jsonl(vp)
-    else:
-        test = test_split()
-        val = val_split(test)
-    return test, val, frozenset(x["prompt"] for x in test + val)
+    return common.load_splits(DATA_DIR, test_split, val_split, "prompt")
+
+
+def _report(test):
+    for x in test[:7]:
+        print(x)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--write", action="store_true", help="write data/test.jsonl and data/val.jsonl")
-    args = ap.parse_args()
-    test = test_split()
-    val = val_split(test)
-    assert not set(x["prompt"] for x in test) & set(x["prompt"] for x in val)
-    if args.write:
-        os.makedirs(DATA_DIR, exist_ok=True)
-        for name, items in (("test", test), ("val", val)):
-            with open(os.path.join(DATA_DIR, name + ".jsonl"), "w", encoding="utf-8") as f:
-                for x in items:
-                    f.write(json.dumps(x, ensure_ascii=False) + "\n")
-    print(f"test {len(test)} val {len(val)}")
-    for x in test[:7]:
-        print(x)
+    common.main(DATA_DIR, test_split, val_split, "prompt", _report)
 
 
 if __name__ == "__main__":

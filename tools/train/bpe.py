@@ -21,6 +21,7 @@ import unicodedata
 
 import regex
 
+from tools.pylib import tokenizer_json
 from tools.pylib.byte_level import bytes_to_unicode
 
 # docs/models.md §2.5 (BAILINGMOE / LLaDA, possessive quantifiers) and §3.5 (Qwen2 / Dream).
@@ -262,31 +263,11 @@ class Tokenizer:
             self._save_dream(out_dir, model_max_length)
 
     def _save_llada(self, out_dir, model_max_length):
-        tj = {
-            "version": "1.0",
-            "truncation": None,
-            "padding": None,
-            "added_tokens": [
-                {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                 "normalized": False, "special": True}
-                for t, i in sorted(self.added.items(), key=lambda kv: kv[1])],
-            "normalizer": None,
-            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": LLADA_REGEX}, "behavior": "Isolated",
-                 "invert": False},
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                 "use_regex": False}]},
-            "post_processor": None,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                        "use_regex": True},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": self.vocab, "merges": [a + " " + b for a, b in self.merges]},
-        }
-        with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f, ensure_ascii=False, indent=2)
-            f.write("\n")
+        tj = tokenizer_json.bpe_tokenizer(
+            self.vocab, self.merges, tokenizer_json.added_tokens(self.added),
+            pre_tokenizer=tokenizer_json.split_byte_level(LLADA_REGEX, trim_offsets=True),
+            decoder=tokenizer_json.byte_level(True, trim_offsets=True, use_regex=True))
+        tokenizer_json.write(os.path.join(out_dir, "tokenizer.json"), tj, indent=2)
         cfg = {
             "add_bos_token": False,
             "add_eos_token": False,

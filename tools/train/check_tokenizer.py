@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 
+from tools.pylib import tokenizer_json
 from tools.tasks import tasks
 from tools.train import bpe, common
 
@@ -31,25 +32,11 @@ EXTRA = [
 
 
 def dream_tokenizer_json(tok):
-    return {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True}
-                         for t, i in sorted(tok.added.items(), key=lambda kv: kv[1])],
-        "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": bpe.QWEN2_REGEX}, "behavior": "Isolated",
-             "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-             "use_regex": False}]},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                    "use_regex": False},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
-                  "byte_fallback": False, "ignore_merges": False, "vocab": tok.vocab,
-                  "merges": [a + " " + b for a, b in tok.merges]},
-    }
+    return tokenizer_json.bpe_tokenizer(
+        tok.vocab, tok.merges, tokenizer_json.added_tokens(tok.added),
+        pre_tokenizer=tokenizer_json.split_byte_level(bpe.QWEN2_REGEX, trim_offsets=False),
+        decoder=tokenizer_json.byte_level(False, trim_offsets=False, use_regex=False),
+        normalizer={"type": "NFC"}, subword_affix="")
 
 
 def main():

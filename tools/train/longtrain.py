@@ -415,8 +415,6 @@ def run(args):
             masked, weight = block_masks(masked, p_mask, starts, g_len, args.block_length,
                                          args.block_mask_prob, gen)
         x = torch.where(masked, torch.full_like(x0, sp.mask), x0)
-        for group in opt.param_groups:
-            group["lr"] = rewarmed_lr(step, warm_from, args)
         logits = model(x, key_mask=keys)
         if shift:  # Dream: row i-1 predicts token i
             logits, tgt, msk, w = logits[:, :-1], x0[:, 1:], masked[:, 1:], weight[:, 1:]
@@ -425,12 +423,9 @@ def run(args):
         sel = msk.nonzero(as_tuple=True)
         ce = F.cross_entropy(logits[sel], tgt[sel], reduction="none")
         loss = (ce / w[sel]).sum() / eligible.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        ema_loss = training.optimizer_step(model, opt, rewarmed_lr(step, warm_from, args), loss,
+                                           ema_loss)
         step += 1
-        ema_loss = loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
         if args.bench and step - step0 >= args.bench:
             el = time.time() - t_train
             log(f"bench: {step - step0} steps in {el:.1f}s = {el / (step - step0):.3f}s/step "

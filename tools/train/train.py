@@ -38,7 +38,7 @@ from tools.reference import modeling  # noqa: E402
 from tools.tasks import tasks  # noqa: E402
 from tools.train import bpe, common, evaluate, longtrain  # noqa: E402
 from tools.train.training import (  # noqa: E402
-    init_weights, log, lr_at, rounded_copy, save_model)
+    init_weights, log, lr_at, optimizer_step, rounded_copy, save_model)
 
 
 def build_batches(seqs, plens, batch_size, rng):
@@ -220,18 +220,13 @@ def main():
         x = x0.clone()
         region = x[:, plen:]
         region[masked] = sp.mask
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.max_steps, args.lr, args.warmup)
         logits = model(x)[:, plen - shift:plen - shift + g_len]
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x0[:, plen:].reshape(-1),
                              reduction="none").view(b, g_len)
         loss = (ce * masked / p_mask[:, None]).sum() / (b * g_len)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        ema_loss = optimizer_step(model, opt, lr_at(step, args.max_steps, args.lr, args.warmup),
+                                  loss, ema_loss)
         step += 1
-        ema_loss = loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
         if args.bench and step >= args.bench:
             el = time.time() - t_train
             log(f"bench: {step} steps in {el:.1f}s = {el / step:.3f}s/step")

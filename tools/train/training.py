@@ -50,6 +50,18 @@ def lr_at(step, max_steps, lr, warmup):
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * q)))
 
 
+def optimizer_step(model, opt, lr, loss, ema_loss):
+    """One optimizer step on `loss` at learning rate `lr`, the gradient clipped to norm 1.
+    Returns the loss's moving average, which starts at the first step's loss (ema_loss None)."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
+
+
 def rounded_copy(model):
     m = copy.deepcopy(model)
     with torch.no_grad():

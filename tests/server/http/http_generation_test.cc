@@ -19,7 +19,7 @@ StepEvent Step(int step, int32_t committed, int32_t provisional) {
 
 // A reader slower than the engine: it takes events only after several steps arrived.
 TEST_CASE("http generation: a slow reader gets every step's commits, only the newest proposals") {
-  HttpGeneration call(/*gateway=*/nullptr, "ChatCompletions", "req-1", absl::Now());
+  HttpGeneration call(/*gateway=*/nullptr, "ChatCompletions");
   CommitEvent delta;
   delta.text_delta = "ab";
   call.OnCommit(delta);
@@ -56,7 +56,7 @@ TEST_CASE("http generation: a slow reader gets every step's commits, only the ne
 // The HTTP connection learns of events through the wake function: at once for events that
 // arrived before it was set, after each event, and never once it was cleared.
 TEST_CASE("http generation: wake is called for waiting and new events, never after clearing") {
-  HttpGeneration call(/*gateway=*/nullptr, "ChatCompletions", "req-1", absl::Now());
+  HttpGeneration call(/*gateway=*/nullptr, "ChatCompletions");
   CommitEvent delta;
   delta.text_delta = "ab";
   call.OnCommit(delta);

@@ -302,6 +302,7 @@ TEST_CASE("http listener: slow and idle clients hold no thread, and their deadli
     slow.back()->Send("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ");
   }
   std::vector<std::unique_ptr<Client>> idle;
+  idle.reserve(64);
   for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<Client>(f.port()));
   {
     Client c(f.port());

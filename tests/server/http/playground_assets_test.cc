@@ -11,7 +11,8 @@ namespace dllm {
 namespace {
 
 std::string ReadSource(const std::string& name) {
-  std::ifstream in(std::string(DLLM_SOURCE_DIR) + "/server/http/playground/" + name, std::ios::binary);
+  std::ifstream in(std::string(DLLM_SOURCE_DIR) + "/server/http/playground/" + name,
+                   std::ios::binary);
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
@@ -19,8 +20,8 @@ std::string ReadSource(const std::string& name) {
 
 TEST_CASE("playground assets: every source file compiled in, byte for byte") {
   std::set<std::string> on_disk;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(DLLM_SOURCE_DIR) + "/server/http/playground")) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DLLM_SOURCE_DIR) +
+                                                               "/server/http/playground")) {
     const std::string ext = entry.path().extension();
     if (ext == ".html" || ext == ".css" || ext == ".js") on_disk.insert(entry.path().filename());
   }

@@ -1,0 +1,94 @@
+// dllm-bench's inputs: the command line (BenchOptions), the task file, and the settings that
+// the --policy, --decoding, --baseline and --sweep specs name (their syntax is documented at
+// the top of bench/dllm_bench.cc).
+//
+// Bad input ends the program: Die prints "dllm-bench: MESSAGE" on stderr and exits 2 (no
+// destructors run), and every parser here calls it on the first bad value, so the order of
+// the calls in Main decides which error a command line with several gets.
+//
+// Thread-safety: none needed; everything runs on the bench's main thread. Values are returned
+// by value and own their data.
+#ifndef DLLM_BENCH_DLLM_BENCH_SPEC_H_
+#define DLLM_BENCH_DLLM_BENCH_SPEC_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+
+namespace dllm::bench {
+
+// dllm-bench's command line (see the top of bench/dllm_bench.cc).
+struct BenchOptions {
+  bool help = false;
+  std::string model_dir, tasks_path, sweep, sweep_out, backend, baseline_spec;
+  std::vector<std::string> policies, decodings;
+  int limit = 0, batch = 0, threads = 0, gen_length = 0;  // gen_length 0: the model's default
+  double shadow = 0;                                      // < 0: no --shadow
+  double shadow_budget = 0;
+  std::string shadow_out;
+  std::string autotune;  // BUDGET[:WINDOW]; empty: off
+};
+
+// Sets the flags from `args` (argv without the program name) and reads them once.
+// INVALID_ARGUMENT naming the flag for unknown flags, missing or bad values.
+absl::StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args);
+
+// The checks on the option values that need no model, and --autotune parsed (disabled when
+// not given). Dies on the first failure.
+TauAutotuneOptions CheckBenchOptions(const BenchOptions& o);
+
+[[noreturn]] void Die(const std::string& message);
+
+struct Task {
+  std::string prompt;
+  std::string answer;
+  std::string final;   // non-empty: score the "#### " line against it (long-form tasks)
+  std::string family;  // non-empty: also counted in the row's accuracy_by_family
+};
+
+// The JSONL task file's tasks, the first `limit` of them when limit > 0. Dies when the file
+// cannot be read, a line is not a task, or there is no task.
+std::vector<Task> ReadTasks(const std::string& path, int limit);
+
+// Whether `text` answers `task`: its "#### " line against "final", else the whole answer
+// (both trimmed).
+bool Correct(const Task& task, const std::string& text);
+
+struct Setting {
+  std::string decoding_spec;
+  std::string policy_spec;
+  DecodingParams decoding;
+  CacheParams cache;
+};
+
+// A decoding spec on top of the model's defaults; gen: the answer length.
+DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen);
+
+CacheParams ParsePolicy(const std::string& spec);
+
+// --baseline: vanilla or DECODING_SPEC[@POLICY_SPEC].
+Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_length);
+
+// The --policy settings in command-line order, with `none` put first when none of them is
+// `none` (the baseline of speedup_vs_none is the first setting).
+struct Policies {
+  std::vector<CacheParams> caches;
+  std::vector<std::string> specs;  // per cache, the spec that named it
+};
+Policies ParsePolicies(const std::vector<std::string>& specs);
+
+// --sweep's thresholds (empty when not given).
+std::vector<double> ParseSweepTaus(const std::string& sweep);
+
+// The settings run for one --decoding (empty spec: the model's default decoding, its block
+// cut to gen_length): every policy, then an EntropyCache setting per sweep tau (k from the
+// first entropy policy, else 32).
+std::vector<Setting> DecodingSettings(const std::string& decoding_spec, const ModelInfo& info,
+                                      int gen_length, const Policies& policies,
+                                      const std::vector<double>& sweep_taus);
+
+}  // namespace dllm::bench
+
+#endif  // DLLM_BENCH_DLLM_BENCH_SPEC_H_
