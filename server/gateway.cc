@@ -86,6 +86,10 @@ bool Gateway::Serving() const {
 absl::Status Gateway::CheckAvailable(std::optional<std::string_view> authorization,
                                      Engine** engine) const {
   if (absl::Status st = auth_->Check(authorization); !st.ok()) return st;
+  return Available(engine);
+}
+
+absl::Status Gateway::Available(Engine** engine) const {
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("server is shutting down");
   if (engine_ == nullptr) return absl::UnavailableError("model is loading");
@@ -101,12 +105,18 @@ std::string Gateway::LogId(const v1::GenerateRequest& request) {
   return absl::StrCat("req-", next_id_.fetch_add(1, std::memory_order_relaxed));
 }
 
-absl::StatusOr<Gateway::Admitted> Gateway::Admit(std::optional<std::string_view> authorization,
+absl::StatusOr<Gateway::Admitted> Gateway::Admit(TokenCheck token_check,
+                                                 std::optional<std::string_view> authorization,
                                                  absl::Time deadline,
                                                  const v1::GenerateRequest& request,
                                                  const std::string& request_id) {
   Admitted out;
-  if (absl::Status st = CheckAvailable(authorization, &out.engine); !st.ok()) return st;
+  if (absl::Status st = token_check == TokenCheck::kCheck
+                            ? CheckAvailable(authorization, &out.engine)
+                            : Available(&out.engine);
+      !st.ok()) {
+    return st;
+  }
   RequestDefaults defaults;
   LimitsSection limits;
   {

@@ -81,6 +81,10 @@ class Gateway {
   // when absent).
   absl::Status CheckAvailable(std::optional<std::string_view> authorization, Engine** engine) const;
 
+  // Whether a call's token is still to be checked, or a check of the same call already passed
+  // it (the HTTP API checks it before reading a body): the token is checked once per call.
+  enum class TokenCheck { kCheck, kAlreadyChecked };
+
   // The id used in logs and responses: the caller's request_id when it is valid, else a
   // server-assigned "req-<n>" (so even refused calls are logged under a safe id).
   std::string LogId(const v1::GenerateRequest& request);
@@ -116,8 +120,11 @@ class Gateway {
   // Availability and auth, then the request mapped onto the defaults and validated, then
   // tokenized (so that the prompt-length limit is checked before queueing; the engine uses
   // the ids verbatim). `deadline` is the caller's (InfiniteFuture when none).
-  absl::StatusOr<Admitted> Admit(std::optional<std::string_view> authorization, absl::Time deadline,
+  absl::StatusOr<Admitted> Admit(TokenCheck token_check,
+                                 std::optional<std::string_view> authorization, absl::Time deadline,
                                  const v1::GenerateRequest& request, const std::string& request_id);
+  // UNAVAILABLE while the model loads or the server drains; else the engine.
+  absl::Status Available(Engine** engine) const;
   // The status a generation ends with, from its engine final event: a cancellation that came
   // with the deadline is DEADLINE_EXCEEDED (EngineRequestLink::cancelled_by_deadline), one
   // caused by the drain timing out is UNAVAILABLE, the client's own is CANCELLED.

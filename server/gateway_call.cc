@@ -19,12 +19,13 @@ const std::string& GatewayCall::Identify(const v1::GenerateRequest& request) {
   return request_id_;
 }
 
-absl::Status GatewayCall::Start(std::optional<std::string_view> authorization, absl::Time deadline,
+absl::Status GatewayCall::Start(Gateway::TokenCheck token_check,
+                                std::optional<std::string_view> authorization, absl::Time deadline,
                                 const v1::GenerateRequest& request, std::shared_ptr<EventSink> sink,
                                 const std::function<void(GenerationRequest*)>& adjust) {
   Identify(request);
   absl::StatusOr<Gateway::Admitted> admitted =
-      gateway_->Admit(authorization, deadline, request, request_id_);
+      gateway_->Admit(token_check, authorization, deadline, request, request_id_);
   if (!admitted.ok()) return admitted.status();
   if (adjust) adjust(&admitted->request);
   Engine* engine = admitted->engine;

@@ -48,12 +48,14 @@ class GatewayCall {
   // The engine that runs the call (after a successful Start), else null.
   Engine* engine() const { return engine_; }
 
-  // Admits `request` (availability, auth, defaults, limits, tokenizing) with the caller's
-  // deadline (InfiniteFuture when none), lets `adjust` set what the transport adds to the
-  // admitted request (may be null), then submits it with `sink` as its event sink. An error
-  // means nothing was submitted: the transport replies with it and Records it.
-  absl::Status Start(std::optional<std::string_view> authorization, absl::Time deadline,
-                     const v1::GenerateRequest& request, std::shared_ptr<EventSink> sink,
+  // Admits `request` (availability; the token, unless `token_check` says this call already
+  // passed it; defaults, limits, tokenizing) with the caller's deadline (InfiniteFuture when
+  // none), lets `adjust` set what the transport adds to the admitted request (may be null),
+  // then submits it with `sink` as its event sink. An error means nothing was submitted: the
+  // transport replies with it and Records it.
+  absl::Status Start(Gateway::TokenCheck token_check, std::optional<std::string_view> authorization,
+                     absl::Time deadline, const v1::GenerateRequest& request,
+                     std::shared_ptr<EventSink> sink,
                      const std::function<void(GenerationRequest*)>& adjust = nullptr);
 
   // The client cancelled, left, or its deadline passed: forwarded to the engine once submitted.

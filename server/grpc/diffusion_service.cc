@@ -90,8 +90,8 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     absl::Status status = DecodeRequest(*raw, &request);
     call->call_.Identify(request);
     if (status.ok()) {
-      status =
-          call->call_.Start(AuthorizationHeader(context), CallDeadline(context), request, call);
+      status = call->call_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
+                                 CallDeadline(context), request, call);
     }
     if (!status.ok()) call->FinishCall(CountedRefusal(context, *raw, status), nullptr);
     return call.get();
@@ -148,8 +148,8 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     absl::Status status = DecodeRequest(*raw, &request);
     call->call_.Identify(request);
     if (status.ok()) {
-      status =
-          call->call_.Start(AuthorizationHeader(context), CallDeadline(context), request, call);
+      status = call->call_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
+                                 CallDeadline(context), request, call);
     }
     if (!status.ok()) call->FinishWithoutEngine(CountedRefusal(context, *raw, status));
     return call.get();

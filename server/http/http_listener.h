@@ -108,6 +108,8 @@ class HttpRoutes {
   // After the header, before any body byte is read. A response refuses the request: it is
   // sent and the connection closed.
   virtual std::optional<HttpResponse> Precheck(const HttpRequestHead& head) = 0;
+  // Only for a request whose head Precheck accepted (so what Precheck checked, such as a
+  // token, need not be checked again).
   virtual HttpReply Handle(HttpRequest request) = 0;
   // The listener's own refusals (400 malformed, 413 body too large, 431 header too large,
   // 500 when Handle threw) in the server's error shape. `head`: the request's method and

@@ -381,12 +381,14 @@ class Routes final : public HttpRoutes {
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
     if (!parsed.ok()) return reject(parsed.status());
     if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
-    // Availability and the token were checked before the body was read (Precheck); Start
-    // checks them again, as the server may have started draining since.
+    // The token was checked before the body was read (Precheck, which the listener runs on
+    // every request before Handle); Start checks availability again, as the server may have
+    // started draining since.
     const bool step_events = parsed->include_steps;
     const absl::Status started =
-        call.Start(req.head.Header("Authorization"), absl::InfiniteFuture(), parsed->request,
-                   generation, [&](GenerationRequest* r) { r->step_events = step_events; });
+        call.Start(Gateway::TokenCheck::kAlreadyChecked, req.head.Header("Authorization"),
+                   absl::InfiniteFuture(), parsed->request, generation,
+                   [&](GenerationRequest* r) { r->step_events = step_events; });
     if (!started.ok()) return reject(RenameFieldInError(started, *parsed));
     const Tokenizer* tokenizer = &call.engine()->tokenizer();
 
