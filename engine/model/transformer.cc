@@ -14,9 +14,8 @@
 #include "engine/backend/backend.h"
 #include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
-#include "engine/model/forward_debug.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/forward_plan.h"
-#include "engine/model/shadow_forward.h"
 
 namespace dllm {
 namespace {
@@ -649,30 +648,18 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(const ModelConf
 }
 
 absl::Status ForwardWithLogits(Transformer& transformer, const StepBatch& batch,
-                               DebugLogitsRows mode, StepResult* result, Logits* logits) {
+                               DebugLogitsRows mode, StepResult* result, Logits* logits,
+                               int capture) {
   auto* impl = dynamic_cast<TransformerImpl*>(&transformer);
   if (impl == nullptr) {
     return absl::UnimplementedError("ForwardWithLogits needs a Transformer::Create transformer");
   }
-  const bool shift = mode == DebugLogitsRows::kPredicted && transformer.config().shift_logits;
-  return impl->Run(batch, shift, result, logits);
-}
-
-absl::Status ForwardCapturingLogits(Transformer& transformer, const StepBatch& batch, int capture,
-                                    StepResult* result, std::vector<std::vector<float>>* logits) {
-  auto* impl = dynamic_cast<TransformerImpl*>(&transformer);
-  if (impl == nullptr) {
-    return absl::UnimplementedError(
-        "ForwardCapturingLogits needs a Transformer::Create transformer");
-  }
-  if (capture < 0 || capture >= static_cast<int>(batch.sequences.size())) {
+  if (capture >= static_cast<int>(batch.sequences.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("capture index ", capture, " outside the batch"));
   }
-  Logits all;
-  DLLM_RETURN_IF_ERROR(impl->Run(batch, transformer.config().shift_logits, result, &all, capture));
-  *logits = std::move(all[capture]);
-  return absl::OkStatus();
+  const bool shift = mode == DebugLogitsRows::kPredicted && transformer.config().shift_logits;
+  return impl->Run(batch, shift, result, logits, capture);
 }
 
 absl::StatusOr<KvSquaredDiffs> CompareKvSlabs(Transformer& transformer, KvSlab& a, KvSlab& b,

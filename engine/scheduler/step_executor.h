@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/model/shadow_forward.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/step_batch.h"
 
 namespace dllm {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "engine/kv/kv_pool.h"
-#include "engine/model/shadow_forward.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/transformer.h"
 #include "engine/scheduler/step_executor.h"
 
@@ -32,7 +32,7 @@ class TransformerExecutor final : public StepExecutor {
   absl::Status RunCapturingLogits(const StepBatch& batch, std::span<KvHandle* const>, int capture,
                                   StepResult* result,
                                   std::vector<std::vector<float>>* logits) override {
-    return ForwardCapturingLogits(*transformer_, batch, capture, result, logits);
+    return CaptureLogits(batch, capture, result, logits);
   }
 
   absl::StatusOr<ShadowResult> RunShadow(const SequenceStep& step, KvHandle* kv) override {
@@ -54,7 +54,7 @@ class TransformerExecutor final : public StepExecutor {
     batch.sequences.push_back(std::move(full));
     ShadowResult out;
     StepResult result;
-    absl::Status s = ForwardCapturingLogits(*transformer_, batch, 0, &result, &out.logits);
+    absl::Status s = CaptureLogits(batch, 0, &result, &out.logits);
     if (!s.ok()) return s;
     out.rows = std::move(result[0]);
     absl::StatusOr<KvSquaredDiffs> diffs =
@@ -81,6 +81,18 @@ class TransformerExecutor final : public StepExecutor {
   int64_t KvUsedBytes() const override { return pool_->used_bytes(); }
 
  private:
+  // The logits rows of sequence `capture` of the batch (shadow steps).
+  absl::Status CaptureLogits(const StepBatch& batch, int capture, StepResult* result,
+                             std::vector<std::vector<float>>* logits) {
+    if (capture < 0) return absl::InvalidArgumentError("capture index must be >= 0");
+    std::vector<std::vector<std::vector<float>>> all;
+    absl::Status s =
+        ForwardWithLogits(*transformer_, batch, DebugLogitsRows::kPredicted, result, &all, capture);
+    if (!s.ok()) return s;
+    *logits = std::move(all[capture]);
+    return absl::OkStatus();
+  }
+
   Transformer* transformer_;
   KvPool* pool_;
 };

@@ -31,7 +31,7 @@
 #include "engine/core/float16.h"
 #include "engine/core/status_macros.h"
 #include "engine/kv/kv_pool.h"
-#include "engine/model/forward_debug.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/forward_random_model.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/transformer.h"

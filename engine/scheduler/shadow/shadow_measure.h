@@ -23,7 +23,7 @@
 
 #include "engine/core/row_stats.h"
 #include "engine/decoding/decoder.h"
-#include "engine/model/shadow_forward.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/shadow_sampling.h"
 
 namespace dllm {

@@ -12,7 +12,7 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/forward_debug.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/transformer.h"

@@ -10,7 +10,7 @@
 
 #include "engine/backend/backend_factory.h"
 #include "engine/kv/kv_pool.h"
-#include "engine/model/forward_debug.h"
+#include "engine/model/forward_inspection.h"
 #include "engine/model/forward_random_model.h"
 
 namespace dllm {
