@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "cli/flags.h"
+#include "engine/core/model_family.h"
 #include "engine/core/param_fields.h"
 #include "nlohmann/json.hpp"
 
@@ -142,8 +143,8 @@ Setting VanillaSetting(const ModelInfo& info, int gen_length) {
   s.decoding.steps = gen_length;
   s.decoding.confidence_threshold = 0;
   s.decoding.temperature = 0;
-  s.decoding.remasking =
-      info.family == "dream" ? Remasking::kMaskgitPlus : Remasking::kLowConfidence;
+  const ModelFamilyInfo* family = FamilyByModelType(info.family);
+  s.decoding.remasking = family != nullptr ? family->vanilla_remasking : Remasking::kLowConfidence;
   s.cache = CacheParams{};
   return s;
 }

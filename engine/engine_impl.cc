@@ -14,24 +14,18 @@
 namespace dllm {
 
 DecodingParams DefaultDecodingParams(ModelFamily family) {
+  // The schedule's own knobs (block_length 32, eps 1e-3, steps 0) are DecodingParams'
+  // defaults; the family picks the schedule and the ranking.
   DecodingParams p;
-  if (family == ModelFamily::kDream) {
-    p.schedule = Schedule::kTimestep;
-    p.remasking = Remasking::kEntropy;
-    p.eps = 1e-3f;
-  } else {
-    p.schedule = Schedule::kBlock;
-    p.remasking = Remasking::kLowConfidence;
-    p.block_length = 32;
-  }
-  p.steps = 0;
+  p.schedule = FamilyInfo(family).default_schedule;
+  p.remasking = FamilyInfo(family).default_remasking;
   return p;
 }
 
 ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
                         const GenerationDefaults& generation) {
   ModelInfo info;
-  info.family = config.family == ModelFamily::kDream ? "dream" : "llada";
+  info.family = FamilyInfo(config.family).model_type;
   info.model_dir = model_dir;
   info.vocab_size = config.vocab_size;
   info.hidden_size = config.hidden_size;

@@ -97,12 +97,14 @@ ModelConfig RandomModelConfig(ModelFamily family, int hidden, int layers, int he
   c.intermediate_size = intermediate;
   c.vocab_size = vocab;
   c.max_positions = max_positions;
+  // The published models' values: Dream (Qwen2.5) has q/k/v biases and its RoPE base and
+  // norm epsilon; LLaDA neither.
   const bool dream = family == ModelFamily::kDream;
   c.rope_theta = dream ? 1000000.0f : 500000.0f;
   c.norm_eps = dream ? 1e-6f : 1e-5f;
   c.qkv_bias = dream;
-  c.shift_logits = dream;
-  c.rope_in_bf16 = dream;
+  c.shift_logits = FamilyInfo(family).shift_logits;
+  c.rope_in_bf16 = FamilyInfo(family).rope_in_bf16;
   c.mask_token_id = vocab - 1;
   c.eos_token_id = vocab - 2;
   c.pad_token_id = vocab - 2;

@@ -149,7 +149,6 @@ class Fields {
   } while (0)
 
 absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
-  c->family = ModelFamily::kLlada;
   DLLM_ASSIGN_OR_RETURN_FIELD(c->hidden_size, f.PositiveInt("d_model"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->num_layers, f.PositiveInt("n_layers"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->num_heads, f.PositiveInt("n_heads"));
@@ -174,8 +173,6 @@ absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
   DLLM_ASSIGN_OR_RETURN_FIELD(c->norm_eps, f.PositiveFloat("rms_norm_eps"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->qkv_bias, f.Bool("include_qkv_bias", false));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->tie_word_embeddings, f.Bool("weight_tying", false));
-  c->shift_logits = false;
-  c->rope_in_bf16 = false;
   DLLM_ASSIGN_OR_RETURN_FIELD(c->mask_token_id,
                               f.TokenId("mask_token_id", kLladaDefaultMaskTokenId));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->eos_token_id, f.TokenId("eos_token_id", -1));
@@ -200,7 +197,6 @@ absl::Status ParseLlada(const Fields& f, ModelConfig* c) {
 }
 
 absl::Status ParseDream(const Fields& f, ModelConfig* c) {
-  c->family = ModelFamily::kDream;
   DLLM_ASSIGN_OR_RETURN_FIELD(c->hidden_size, f.PositiveInt("hidden_size"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->num_layers, f.PositiveInt("num_hidden_layers"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->num_heads, f.PositiveInt("num_attention_heads"));
@@ -215,8 +211,6 @@ absl::Status ParseDream(const Fields& f, ModelConfig* c) {
   DLLM_ASSIGN_OR_RETURN_FIELD(c->norm_eps, f.PositiveFloat("rms_norm_eps"));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->tie_word_embeddings, f.Bool("tie_word_embeddings", false));
   c->qkv_bias = true;
-  c->shift_logits = true;
-  c->rope_in_bf16 = true;
   if (!f.Has("mask_token_id")) return f.Error("mask_token_id", "is missing");
   DLLM_ASSIGN_OR_RETURN_FIELD(c->mask_token_id, f.TokenId("mask_token_id", -1));
   DLLM_ASSIGN_OR_RETURN_FIELD(c->eos_token_id, f.TokenId("eos_token_id", -1));
@@ -286,16 +280,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
         source, ": field \"model_type\" is missing or not a string; supported: ", kSupportedTypes));
   }
   const std::string type = absl::AsciiStrToLower(model_type->get<std::string>());
-  ModelConfig config;
-  absl::Status status;
-  if (type == "llada") {
-    status = ParseLlada(fields, &config);
-  } else if (type == "dream") {
-    status = ParseDream(fields, &config);
-  } else {
+  const ModelFamilyInfo* family = FamilyByModelType(type);
+  if (family == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": model_type \"", model_type->get<std::string>(),
                      "\" is not supported; supported: ", kSupportedTypes));
+  }
+  ModelConfig config;
+  config.family = family->family;
+  config.shift_logits = family->shift_logits;
+  config.rope_in_bf16 = family->rope_in_bf16;
+  // The config.json readers differ in more than key names (LLaDA's padded embedding_size, the
+  // OLMo switches it must refuse), so each family has its own function.
+  absl::Status status;
+  switch (family->family) {
+    case ModelFamily::kLlada:
+      status = ParseLlada(fields, &config);
+      break;
+    case ModelFamily::kDream:
+      status = ParseDream(fields, &config);
+      break;
   }
   if (!status.ok()) return status;
   config.head_dim = config.hidden_size / config.num_heads;

@@ -1,4 +1,5 @@
-// Family-specific tensor names -> ModelWeights, with every shape checked against the config.
+// Family-specific tensor names (engine/core/model_family.h) -> ModelWeights, with every shape
+// checked against the config.
 #include "engine/model/model_weights.h"
 
 #include <string>
@@ -11,43 +12,6 @@
 
 namespace dllm {
 namespace {
-
-// The per-layer tensor names of one family. `layer` is spliced between prefix and suffix.
-struct LayerNames {
-  std::string prefix;  // e.g. "model.transformer.blocks."
-  std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
-  std::string q_bias, k_bias, v_bias;
-};
-
-struct FamilyNames {
-  std::string embed, final_norm, lm_head;
-  LayerNames layer;
-  std::string layers_field;  // the config.json field that declares the layer count
-};
-
-FamilyNames NamesFor(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kLlada:
-      return {"model.transformer.wte.weight",
-              "model.transformer.ln_f.weight",
-              "model.transformer.ff_out.weight",
-              {"model.transformer.blocks.", ".attn_norm.weight", ".q_proj.weight", ".k_proj.weight",
-               ".v_proj.weight", ".attn_out.weight", ".ff_norm.weight", ".ff_proj.weight",
-               ".up_proj.weight", ".ff_out.weight", ".q_proj.bias", ".k_proj.bias", ".v_proj.bias"},
-              "n_layers"};
-    case ModelFamily::kDream:
-      break;
-  }
-  return {"model.embed_tokens.weight",
-          "model.norm.weight",
-          "lm_head.weight",
-          {"model.layers.", ".input_layernorm.weight", ".self_attn.q_proj.weight",
-           ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.o_proj.weight",
-           ".post_attention_layernorm.weight", ".mlp.gate_proj.weight", ".mlp.up_proj.weight",
-           ".mlp.down_proj.weight", ".self_attn.q_proj.bias", ".self_attn.k_proj.bias",
-           ".self_attn.v_proj.bias"},
-          "num_hidden_layers"};
-}
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -86,7 +50,7 @@ namespace {
 // would otherwise abort with bad_alloc). A checkpoint that has the layer but lacks one of its
 // tensors is reported by MapLayer, naming that tensor.
 absl::Status CheckLastLayer(const Checkpoint& checkpoint, const ModelConfig& config,
-                            const FamilyNames& names) {
+                            const ModelFamilyInfo& names) {
   const std::string last = absl::StrCat(names.layer.prefix, config.num_layers - 1, ".");
   for (const std::string& name : checkpoint.TensorNames()) {
     if (absl::StartsWith(name, last)) return absl::OkStatus();
@@ -107,8 +71,8 @@ struct LayerShapes {
   int64_t hidden, q_rows, kv_rows, ffn;
 };
 
-absl::Status MapLayer(Resolver& r, const LayerNames& ln, int i, const LayerShapes& s, bool qkv_bias,
-                      LayerWeights* l) {
+absl::Status MapLayer(Resolver& r, const LayerTensorNames& ln, int i, const LayerShapes& s,
+                      bool qkv_bias, LayerWeights* l) {
   const std::string p = absl::StrCat(ln.prefix, i);
   DLLM_RETURN_IF_ERROR(r.Get(p + ln.attn_norm, {s.hidden}, &l->attn_norm));
   DLLM_RETURN_IF_ERROR(r.Get(p + ln.q, {s.q_rows, s.hidden}, &l->q));
@@ -131,7 +95,7 @@ absl::Status MapLayer(Resolver& r, const LayerNames& ln, int i, const LayerShape
 
 // Tensors the config does not account for, which would otherwise be silently dropped.
 absl::Status CheckNoExtraTensors(const Checkpoint& checkpoint, const ModelConfig& config,
-                                 const LayerNames& ln) {
+                                 const LayerTensorNames& ln) {
   if (!config.qkv_bias) {
     const std::string bias = absl::StrCat(ln.prefix, 0, ln.q_bias);
     if (checkpoint.Get(bias).ok()) {
@@ -159,7 +123,7 @@ absl::StatusOr<ModelWeights> MapModelWeights(const Checkpoint& checkpoint,
       config.vocab_size <= 0) {
     return absl::InvalidArgumentError("MapModelWeights: config has non-positive sizes");
   }
-  const FamilyNames names = NamesFor(config.family);
+  const ModelFamilyInfo& names = FamilyInfo(config.family);
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
 

@@ -53,8 +53,8 @@ absl::StatusOr<RenderedChat> RenderChat(ModelFamily family, std::span<const Chat
     out.text.append(content);
     out.content.push_back(TextRange{begin, out.text.size()});
   };
-  switch (family) {
-    case ModelFamily::kLlada:
+  switch (FamilyInfo(family).chat_template) {
+    case ChatTemplateKind::kLlama3Headers:
       // tokenizer_config.json chat_template: BOS before the first message, Llama-3 headers,
       // `content | trim`, and the assistant header appended unconditionally.
       for (size_t i = 0; i < messages.size(); ++i) {
@@ -66,7 +66,7 @@ absl::StatusOr<RenderedChat> RenderChat(ModelFamily family, std::span<const Chat
       }
       out.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       return out;
-    case ModelFamily::kDream:
+    case ChatTemplateKind::kChatMl:
       // Qwen2.5 ChatML: default system prompt unless the chat starts with one; content is
       // not trimmed; add_generation_prompt is always on for serving.
       if (messages.front().role != "system") {
