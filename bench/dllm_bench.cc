@@ -5,7 +5,7 @@
 //              [--limit N] [--batch N] [--threads N] [--gen-length G] [--backend cpu|cuda]
 //              [--sweep tau=a:b:n|tau=t1,t2,... [--sweep-out PREFIX]] [--baseline SETTING]
 //              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
-//               [--autotune BUDGET[:WINDOW]]]
+//               [--autotune BUDGET[:WINDOW]]] [--answers-out FILE] [--baseline-from FILE]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32] |
 // d2cache[:current_k=32,rollout_p=0.1,sigma=10] | elastic[:gamma=0.9]; any may
@@ -35,6 +35,19 @@
 // baseline, block decoding in blocks of min(32, G), one token per step, low_confidence for
 // LLaDA / maskgit_plus for Dream, no cache) or DECODING_SPEC[@POLICY_SPEC] (policy default
 // none), e.g. block:block_length=32,threshold=0.9@dual.
+//
+// Costs that a shared machine does not distort: every row reports cpu_s (process CPU seconds,
+// all threads, over the setting's wall_s), cpu_s_per_token, rows_per_token (query rows
+// computed per answer token) and macs_per_token (multiply-adds of those rows, from the model's
+// shapes: ModelInfo::row_macs), and speedup_vs_baseline_cpu beside the wall-time
+// speedup_vs_baseline. The speed-ups to quote are the CPU-time ones; wall/CPU far from the
+// run's median flags a setting that shared its cores (bench/bench_table.py marks it).
+//
+// --answers-out FILE writes each row again with its per-task answers and scores, baseline
+// first. --baseline-from FILE reuses such a file's baseline (same tasks, model and answer
+// length) instead of running it: an expensive baseline (vanilla on 500 items) is measured once
+// and every later run pairs against it. --nonone runs `none` only where a --policy names it
+// (with no --policy: the baseline alone, e.g. to store it).
 //
 // Rows also report steps_per_token (denoising steps per generated answer token),
 // rows_per_step, full_step_ratio and the time split between full and partial steps
@@ -101,6 +114,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "bench/bench_clock.h"
 #include "bench/dllm_bench_spec.h"
 #include "bench/dllm_bench_writers.h"
 #include "bench/entropy_cost.h"
@@ -231,10 +245,18 @@ absl::Status SubmitAll(Engine& engine, const std::vector<Task>& tasks, const Set
   return absl::OkStatus();
 }
 
+// Multiply-adds of a finished request: its computed rows against its whole canvas (prompt and
+// answer: every key a bidirectional row attends to) and its predicted rows' LM head.
+double RequestMacs(const ModelInfo& info, const SequenceStats& stats, int gen_length) {
+  const double keys = stats.prompt_tokens + gen_length;
+  return static_cast<double>(stats.rows_computed) * (info.row_macs + info.key_macs * keys) +
+         static_cast<double>(stats.predicted_rows) * info.lm_head_macs;
+}
+
 // Scores task i's finished request into `r` and sums its statistics into `t`. A failed
 // request counts as a wrong answer, in its family as in the total.
-void Collect(const Task& task, size_t i, const FinalEvent& f, const WaitSink& sink, Result* r,
-             Tally* t) {
+void Collect(const Task& task, size_t i, const FinalEvent& f, const WaitSink& sink,
+             const ModelInfo& info, int gen_length, Result* r, Tally* t) {
   std::pair<int, int>* family = task.family.empty() ? nullptr : &r->by_family[task.family];
   if (family) ++family->second;
   if (!f.status.ok()) {
@@ -250,6 +272,8 @@ void Collect(const Task& task, size_t i, const FinalEvent& f, const WaitSink& si
   }
   r->tokens += f.stats.generated_tokens;
   r->predicted_rows += f.stats.predicted_rows;
+  r->rows_computed += f.stats.rows_computed;
+  r->macs += RequestMacs(info, f.stats, gen_length);
   r->committed_entropies.insert(r->committed_entropies.end(), sink.committed_entropies().begin(),
                                 sink.committed_entropies().end());
   r->step_max_entropies.insert(r->step_max_entropies.end(), sink.commit_step_max().begin(),
@@ -291,6 +315,7 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
   timer.TakeTotals();
   Tally t;
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   std::vector<std::shared_ptr<WaitSink>> sinks;
   if (absl::Status st = SubmitAll(engine, tasks, setting, how, &sinks); !st.ok()) {
     r.rejected = st.ToString();
@@ -298,9 +323,10 @@ Result RunSetting(Engine& engine, StepTimer& timer, const std::vector<Task>& tas
   }
   for (size_t i = 0; i < tasks.size(); ++i) {
     const FinalEvent& f = sinks[i]->Wait();
-    Collect(tasks[i], i, f, *sinks[i], &r, &t);
+    Collect(tasks[i], i, f, *sinks[i], engine.model_info(), how.gen_length, &r, &t);
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.cpu_s = ProcessCpuSeconds() - cpu_start;
   Summarize(t, tasks.size(), &r);
   const StepTimer::Totals steps = timer.TakeTotals();
   r.full_step_seconds = steps.full_seconds;
@@ -324,10 +350,18 @@ struct Bench {
 
 // The files beside stdout; each is open only when asked for.
 struct Outputs {
+  std::ofstream answers;  // --answers-out
   std::ofstream shadow_csv;
   std::ofstream sweep_csv;
   std::vector<SweepSeries> sweep_series;
 };
+
+// CPU seconds per token of `base` over those of `r` (0 when either produced no token).
+double CpuSpeedup(const Result& r, const Result& base) {
+  if (r.tokens == 0 || base.tokens == 0 || r.cpu_s <= 0) return 0;
+  return (base.cpu_s / static_cast<double>(base.tokens)) /
+         (r.cpu_s / static_cast<double>(r.tokens));
+}
 
 // The speeds and answers a row is compared with.
 struct Reference {
@@ -352,16 +386,71 @@ void WarmUp(const Bench& b, const Setting& setting) {
              setting, {b.o.gen_length});
 }
 
-// The baseline, measured first in the run, and its row.
-Result RunBaseline(const Bench& b) {
-  const Setting baseline = ParseBaseline(b.o.baseline_spec, b.row.info, b.o.gen_length);
-  WarmUp(b, baseline);
-  Result base = RunSetting(b.engine, b.timer, b.tasks, baseline, {b.o.gen_length});
-  if (!base.rejected.empty()) Die("the baseline was rejected: " + base.rejected);
-  nlohmann::json j = RowJson(b.row, baseline, base);
-  j["baseline"] = b.o.baseline_spec;
-  j["speedup_vs_baseline"] = 1.0;
-  std::cout << j.dump() << std::endl;
+// A row on stdout and, with --answers-out, with its per-task answers in that file.
+void EmitRow(const nlohmann::json& row, const Result& r, Outputs* out) {
+  std::cout << row.dump() << std::endl;
+  if (!out->answers.is_open()) return;
+  nlohmann::json line;
+  line["row"] = row;
+  line["tokens"] = r.tokens;
+  line["answers"] = r.answers;
+  line["correct"] = r.correct;
+  out->answers << line.dump() << std::endl;
+}
+
+// The baseline stored by an earlier run's --answers-out (its first line), for the same tasks
+// and answer length: its answers for the paired comparison, its speed for the speed-ups.
+Result ReadStoredBaseline(const Bench& b, nlohmann::json* row) {
+  std::ifstream in(b.o.baseline_from);
+  std::string first;
+  if (!in || !std::getline(in, first)) Die("cannot read --baseline-from " + b.o.baseline_from);
+  const nlohmann::json line = nlohmann::json::parse(first, nullptr, /*allow_exceptions=*/false);
+  if (!line.is_object() || !line.contains("row") || !line["row"].contains("baseline") ||
+      !line.contains("answers") || !line.contains("correct") || !line.contains("tokens")) {
+    Die(b.o.baseline_from + ": the first line is not a baseline row written by --answers-out");
+  }
+  *row = line["row"];
+  Result base;
+  try {
+    base.answers = line["answers"].get<std::vector<std::string>>();
+    base.correct = line["correct"].get<std::vector<bool>>();
+    base.tokens = line["tokens"].get<int64_t>();
+    base.tokens_per_s = (*row)["tokens_per_s"].get<double>();
+    base.cpu_s = (*row)["cpu_s"].get<double>();
+    base.wall_s = (*row)["wall_s"].get<double>();
+    base.accuracy = (*row)["accuracy"].get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    Die(b.o.baseline_from + ": bad baseline line: " + e.what());
+  }
+  if (base.answers.size() != b.tasks.size() || base.correct.size() != b.tasks.size() ||
+      (*row).value("gen_length", 0) != b.o.gen_length ||
+      (*row).value("model", std::string()) != b.row.info.family) {
+    Die(absl::StrCat(b.o.baseline_from, ": its baseline ran ", base.answers.size(),
+                     " tasks of model ", (*row).value("model", std::string("?")), " at gen_length ",
+                     (*row).value("gen_length", 0), "; this run has ", b.tasks.size(), " tasks of ",
+                     b.row.info.family, " at ", b.o.gen_length));
+  }
+  (*row)["baseline_from"] = b.o.baseline_from;
+  return base;
+}
+
+// The baseline, measured first in the run (or read back from --baseline-from), and its row.
+Result RunBaseline(const Bench& b, Outputs* out) {
+  nlohmann::json j;
+  Result base;
+  if (!b.o.baseline_from.empty()) {
+    base = ReadStoredBaseline(b, &j);
+  } else {
+    const Setting baseline = ParseBaseline(b.o.baseline_spec, b.row.info, b.o.gen_length);
+    WarmUp(b, baseline);
+    base = RunSetting(b.engine, b.timer, b.tasks, baseline, {b.o.gen_length});
+    if (!base.rejected.empty()) Die("the baseline was rejected: " + base.rejected);
+    j = RowJson(b.row, baseline, base);
+    j["baseline"] = b.o.baseline_spec;
+    j["speedup_vs_baseline"] = 1.0;
+    j["speedup_vs_baseline_cpu"] = 1.0;
+  }
+  EmitRow(j, base, out);
   return base;
 }
 
@@ -371,8 +460,9 @@ void ReportSetting(const Bench& b, const Reference& ref, const Measured& m, Outp
   const double speedup = ref.none_tps > 0 ? r.tokens_per_s / ref.none_tps : 0;
   const double vs_baseline = ref.base.tokens_per_s > 0 ? r.tokens_per_s / ref.base.tokens_per_s : 0;
   nlohmann::json j = RowJson(b.row, m.setting, r);
-  j["speedup_vs_none"] = Round(speedup, 3);
+  if (ref.none_tps > 0) j["speedup_vs_none"] = Round(speedup, 3);
   j["speedup_vs_baseline"] = Round(vs_baseline, 3);
+  j["speedup_vs_baseline_cpu"] = Round(CpuSpeedup(r, ref.base), 3);
   j["vs_baseline"] = PairedJson(r, ref.base);
   if (b.shadows) {
     j["shadow"] = ShadowJson(
@@ -380,7 +470,7 @@ void ReportSetting(const Bench& b, const Reference& ref, const Measured& m, Outp
         m.setting.cache.shadow_sample_rate.value_or(static_cast<float>(std::max(b.o.shadow, 0.0))),
         r.wall_s);
   }
-  std::cout << j.dump() << std::endl;
+  EmitRow(j, r, out);
   if (out->shadow_csv.is_open()) WriteShadowCsvRows(out->shadow_csv, m.setting, m.samples);
   if (m.in_sweep && out->sweep_csv.is_open()) {
     const nlohmann::json shadow = b.shadows ? j["shadow"] : nlohmann::json();
@@ -393,6 +483,7 @@ void ReportSetting(const Bench& b, const Reference& ref, const Measured& m, Outp
 // rejected one an error row (fatal for the first: it is the speedup_vs_none baseline).
 void RunDecoding(const Bench& b, const std::vector<Setting>& settings, size_t n_policies,
                  const Result& base, Outputs* out) {
+  if (settings.empty()) return;
   WarmUp(b, settings[0]);
   double none_tps = 0;
   for (size_t s = 0; s < settings.size(); ++s) {
@@ -404,16 +495,16 @@ void RunDecoding(const Bench& b, const std::vector<Setting>& settings, size_t n_
     const std::vector<ShadowSample> samples = b.collector.Take();
     if (!r.rejected.empty()) {
       std::cout << RejectedRowJson(setting, r.rejected).dump() << std::endl;
-      if (s == 0) Die("the none baseline was rejected: " + r.rejected);
+      if (s == 0 && b.o.add_none) Die("the none baseline was rejected: " + r.rejected);
       continue;
     }
-    if (s == 0)
+    if (s == 0 && setting.cache.policy == CachePolicyKind::kNone)
       none_tps = r.tokens_per_s;  // settings[0]: `none`, unless a --policy none came later
     ReportSetting(b, {base, none_tps}, {setting, r, samples, s >= n_policies}, out);
   }
 }
 
-void OpenCsv(const std::string& path, std::ofstream& csv) {
+void OpenOutputFile(const std::string& path, std::ofstream& csv) {
   csv.open(path);
   if (!csv) Die("cannot write " + path);
 }
@@ -425,7 +516,7 @@ void RunSettings(const Bench& b, const Policies& policies, const Result& base, O
   if (decodings.empty()) decodings.push_back("");
   const std::vector<double> sweep_taus = ParseSweepTaus(b.o.sweep);
   if (!sweep_taus.empty()) {
-    OpenCsv(b.o.sweep_out + ".csv", out->sweep_csv);
+    OpenOutputFile(b.o.sweep_out + ".csv", out->sweep_csv);
     WriteSweepCsvHeader(out->sweep_csv);
   }
   for (const std::string& dspec : decodings) {
@@ -484,13 +575,14 @@ int Main(int argc, char** argv) {
                  "[--decoding SPEC]... [--limit N] [--batch N] [--threads N] [--gen-length G] "
                  "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
                  "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-budget F] "
-                 "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]]\n";
+                 "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]] [--answers-out FILE] "
+                 "[--baseline-from FILE] [--nonone]\n";
     return 0;
   }
   const TauAutotuneOptions tune = CheckBenchOptions(o);
   const std::vector<Task> tasks = ReadTasks(o.tasks_path, o.limit);
   if (o.backend != "cpu" && o.backend != "cuda") Die("--backend must be cpu or cuda");
-  const Policies policies = ParsePolicies(o.policies);
+  const Policies policies = ParsePolicies(o.policies, o.add_none);
   StepTimer timer;  // outlives the engine
   ShadowCollector collector;
   const bool shadows =
@@ -501,7 +593,7 @@ int Main(int argc, char** argv) {
   const EngineOptions options = BenchEngineOptions(o, tasks.size(), tune, observer);
   Outputs out;
   if (!o.shadow_out.empty()) {
-    OpenCsv(o.shadow_out, out.shadow_csv);
+    OpenOutputFile(o.shadow_out, out.shadow_csv);
     WriteShadowCsvHeader(out.shadow_csv);
   }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
@@ -512,7 +604,8 @@ int Main(int argc, char** argv) {
   const EntropyCost entropy_cost = MeasureEntropyCharge(info);
   const RowContext row{info, tasks.size(), o.gen_length, o.batch, entropy_cost};
   const Bench b{o, tasks, **engine, timer, collector, shadows, row};
-  const Result base = RunBaseline(b);
+  if (!o.answers_out.empty()) OpenOutputFile(o.answers_out, out.answers);
+  const Result base = RunBaseline(b, &out);
   RunSettings(b, policies, base, &out);
   return 0;
 }

@@ -41,6 +41,12 @@ ABSL_FLAG(double, shadow_budget, std::numeric_limits<double>::infinity(),
           "cap on the shadows' time fraction");
 ABSL_FLAG(std::string, shadow_out, "", "CSV of every shadow sample");
 ABSL_FLAG(std::string, autotune, "", "BUDGET[:WINDOW]: the engine's tau autotuner");
+ABSL_FLAG(bool, none, true,
+          "run `none` first in every decoding, the reference of speedup_vs_none (--nonone: "
+          "only when a --policy names it)");
+ABSL_FLAG(std::string, answers_out, "", "JSONL: every setting's row with its per-task answers");
+ABSL_FLAG(std::string, baseline_from, "",
+          "an --answers-out file whose first line is the baseline: reused, not run again");
 
 namespace dllm::bench {
 namespace {
@@ -194,6 +200,9 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& a
         o.shadow_budget = absl::GetFlag(FLAGS_shadow_budget);
         o.shadow_out = absl::GetFlag(FLAGS_shadow_out);
         o.autotune = absl::GetFlag(FLAGS_autotune);
+        o.answers_out = absl::GetFlag(FLAGS_answers_out);
+        o.add_none = absl::GetFlag(FLAGS_none);
+        o.baseline_from = absl::GetFlag(FLAGS_baseline_from);
         return absl::OkStatus();
       });
   if (!st.ok()) return st;
@@ -284,9 +293,9 @@ Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_le
   return s;
 }
 
-Policies ParsePolicies(const std::vector<std::string>& specs) {
+Policies ParsePolicies(const std::vector<std::string>& specs, bool add_none) {
   Policies p;
-  bool has_none = false;
+  bool has_none = !add_none;
   for (const std::string& spec : specs) {
     p.caches.push_back(ParsePolicy(spec));
     p.specs.push_back(spec);

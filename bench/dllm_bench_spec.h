@@ -28,7 +28,10 @@ struct BenchOptions {
   double shadow = 0;                                      // < 0: no --shadow
   double shadow_budget = 0;
   std::string shadow_out;
-  std::string autotune;  // BUDGET[:WINDOW]; empty: off
+  std::string autotune;       // BUDGET[:WINDOW]; empty: off
+  bool add_none = true;       // --none: `none` first in every decoding
+  std::string answers_out;    // JSONL of rows with their per-task answers; empty: none
+  std::string baseline_from;  // an answers_out file: its first line is the baseline
 };
 
 // Sets the flags from `args` (argv without the program name) and reads them once.
@@ -71,13 +74,13 @@ CacheParams ParsePolicy(const std::string& spec);
 // --baseline: vanilla or DECODING_SPEC[@POLICY_SPEC].
 Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_length);
 
-// The --policy settings in command-line order, with `none` put first when none of them is
-// `none` (the baseline of speedup_vs_none is the first setting).
+// The --policy settings in command-line order, with `none` put first when add_none and none
+// of them is `none` (the baseline of speedup_vs_none is the first setting).
 struct Policies {
   std::vector<CacheParams> caches;
   std::vector<std::string> specs;  // per cache, the spec that named it
 };
-Policies ParsePolicies(const std::vector<std::string>& specs);
+Policies ParsePolicies(const std::vector<std::string>& specs, bool add_none);
 
 // --sweep's thresholds (empty when not given).
 std::vector<double> ParseSweepTaus(const std::string& sweep);

@@ -120,6 +120,17 @@ void AddDecisionCost(const Setting& setting, const Result& r, const EntropyCost&
     j["decision_cost"]["entropy_ns_per_row"] = Round(entropy_cost.entropy_ns, 1);
 }
 
+// Costs per answer token that a shared machine does not distort: process CPU seconds (wall
+// time stretches when other work takes the cores, CPU time much less), query rows computed and
+// multiply-adds. The tokens are those tokens_per_s counts.
+void AddCostPerToken(const Result& r, nlohmann::json& j) {
+  const double tokens = static_cast<double>(r.tokens);
+  j["cpu_s"] = Round(r.cpu_s, 3);
+  j["cpu_s_per_token"] = tokens > 0 ? Round(r.cpu_s / tokens, 6) : 0.0;
+  j["rows_per_token"] = tokens > 0 ? Round(r.rows_computed / tokens, 3) : 0.0;
+  j["macs_per_token"] = tokens > 0 ? std::round(r.macs / tokens) : 0.0;
+}
+
 // Empty drift cells: the step had no position in that region.
 std::string DriftCell(const KvDrift& d) {
   return d.positions > 0 && d.layers > 0 ? absl::StrCat(d.kv) : std::string();
@@ -161,6 +172,7 @@ nlohmann::json RowJson(const RowContext& ctx, const Setting& setting, const Resu
   j["mean_committed_entropy"] = Round(r.mean_committed_entropy, 4);
   j["dynamics"] = DynamicsJson(r, r.total_steps);
   j["wall_s"] = Round(r.wall_s, 3);
+  AddCostPerToken(r, j);
   if (r.errors) j["errors"] = r.errors;
   return j;
 }

@@ -30,6 +30,7 @@ struct Result {
   std::map<std::string, std::pair<int, int>> by_family;  // family -> (correct, tasks)
   double tokens_per_s = 0;
   double wall_s = 0;
+  double cpu_s = 0;  // process CPU seconds (all threads) over the same interval as wall_s
   double full_step_ratio = 0;
   double rows_per_step = 0;
   double decision_overhead_frac = 0;
@@ -46,6 +47,8 @@ struct Result {
   int64_t total_steps = 0;     // over all requests
   double decision_s = 0;       // the policies' Plan + Observe time, summed over requests
   int64_t predicted_rows = 0;  // rows whose statistics (entropy included) were computed
+  int64_t rows_computed = 0;   // query rows of every step (SequenceStats::rows_computed)
+  double macs = 0;             // multiply-adds of those rows (ModelInfo's cost shape)
   // Decoding dynamics: every committed token's entropy, and every step's max committed
   // entropy (0 for a step that committed nothing), over all requests.
   std::vector<float> committed_entropies;

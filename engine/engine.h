@@ -185,6 +185,13 @@ struct ModelInfo {
   int default_max_new_tokens = 64;
   DecodingParams default_decoding;  // per-family defaults
   CacheParams default_cache;        // EntropyCache (tau 0.5 nats, recent_k 32)
+  // Multiply-adds of the model's arithmetic (engine/model/step_flops.h halved), for cost per
+  // token that does not depend on the machine: a computed query row costs
+  // row_macs + key_macs * (keys it attends to) over all layers, a predicted row adds
+  // lm_head_macs. Norms, RoPE and softmax are left out (under 1% at every shipped shape).
+  double row_macs = 0;
+  double key_macs = 0;
+  double lm_head_macs = 0;
 };
 
 using RequestId = uint64_t;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/decoding/cache_policy.h"
 #include "engine/model/loaded_model.h"
+#include "engine/model/step_flops.h"
 #include "engine/scheduler/worker.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -42,6 +43,9 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
   // The product's point: serve with EntropyCache unless a request or the operator says otherwise.
   info.default_cache.policy = CachePolicyKind::kEntropy;
   if (generation.max_new_tokens) info.default_max_new_tokens = *generation.max_new_tokens;
+  info.row_macs = LayerMatmulParams(config) * config.num_layers;
+  info.key_macs = (StepFlops(config, 1, 1, 0) - StepFlops(config, 1, 0, 0)) / 2;
+  info.lm_head_macs = StepFlops(config, 0, 0, 1) / 2;
   return info;
 }
 

@@ -62,12 +62,23 @@ enum class RopeMode { kFp32, kBf16Rounded };
 
 // One sequence's part of a batched KvScatter/Attention call. A sequence's query rows are the
 // contiguous rows [row_begin, row_begin + rows) of the batch's q/k/v/out matrices.
+// A sequence's head-averaged attention probabilities, computed inside Attention (backends
+// whose fuses_attention_probabilities() is true): `values` is host memory [rows,
+// kv_positions] (row r for q row row_begin + r), overwritten with the values
+// AttentionProbabilities would give; `seconds` grows by the time the pass spent on them
+// (decision cost). Owned by the caller; Attention writes it and keeps no reference.
+struct AttentionProbsOut {
+  std::span<float> values;
+  double seconds = 0;
+};
+
 struct AttentionSequence {
   DeviceBuffer* kv = nullptr;  // the sequence's slab; not owned
   int capacity_positions = 0;  // slab capacity (positions per layer and K/V plane)
   int kv_positions = 0;        // attention reads positions [0, kv_positions) of the slab
   int row_begin = 0;
   int rows = 0;
+  AttentionProbsOut* probs = nullptr;  // not null: also its probabilities (see above)
 };
 
 struct AttentionShape {
@@ -176,6 +187,10 @@ class Backend {
   // Timing the call as decision cost: on a backend that queues work (CUDA), the call waits
   // for the work issued before it, so the caller Synchronize()s before starting its clock.
   virtual bool computes_attention_probabilities() const { return false; }
+  // Whether Attention fills AttentionSequence::probs (fused into the attention pass, the way
+  // a serving implementation of d2Cache or Elastic-Cache gets them). Where false, Attention
+  // ignores `probs` and the caller asks AttentionProbabilities after it.
+  virtual bool fuses_attention_probabilities() const { return false; }
   virtual absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& seq,
                                               const AttentionShape& shape, std::span<float> out) {
     return absl::UnimplementedError(

@@ -423,14 +423,32 @@ class TransformerImpl::HiddenStateStash final : public ForwardHook {
   TransformerImpl* t_;
 };
 
-// Fills SequenceStep::attention_maps (d2cache and elastic decide from them) after each
+// Fills SequenceStep::attention_maps (d2cache and elastic decide from them) for each layer:
+// inside the layer's attention pass where the backend fuses them (the pass writes the layer's
+// slice of the maps through AttentionSequence::probs and times that work), else after the
 // layer's query side, from the queries in q_ and the keys in the slabs.
 class TransformerImpl::AttentionMapsCapture final : public ForwardHook {
  public:
-  AttentionMapsCapture(TransformerImpl* t, std::vector<std::pair<AttentionMaps*, int>> maps)
-      : t_(t), maps_(std::move(maps)) {}
+  AttentionMapsCapture(TransformerImpl* t, std::vector<std::pair<AttentionMaps*, int>> maps,
+                       StepRun* run)
+      : t_(t), maps_(std::move(maps)), fused_(t->backend_->fuses_attention_probabilities()) {
+    if (!fused_) return;
+    outs_.resize(maps_.size());
+    for (size_t i = 0; i < maps_.size(); ++i) run->attn[maps_[i].second].probs = &outs_[i];
+  }
   bool NeedsEveryRowAtLastLayer() const override { return true; }
+  absl::Status BeforeLayer(const StepRun&, int l) override {
+    for (size_t i = 0; fused_ && i < maps_.size(); ++i) outs_[i].values = maps_[i].first->Layer(l);
+    return absl::OkStatus();
+  }
   absl::Status AfterQuerySide(const StepRun& run, int l) override {
+    if (fused_) {
+      for (size_t i = 0; i < maps_.size(); ++i) {
+        maps_[i].first->seconds += outs_[i].seconds;
+        outs_[i].seconds = 0;
+      }
+      return absl::OkStatus();
+    }
     // The clock starts after the layer's queued work (asynchronous backends), so the maps'
     // time is theirs alone.
     DLLM_RETURN_IF_ERROR(t_->backend_->Synchronize());
@@ -446,6 +464,8 @@ class TransformerImpl::AttentionMapsCapture final : public ForwardHook {
  private:
   TransformerImpl* t_;
   std::vector<std::pair<AttentionMaps*, int>> maps_;  // a sequence's maps, its index in attn
+  bool fused_;
+  std::vector<AttentionProbsOut> outs_;  // fused: per maps_ entry, what run.attn points at
 };
 
 // Copies the logits rows of every sequence, or of sequence `capture` only, for the shadow
@@ -491,7 +511,7 @@ void TransformerImpl::AddHooks(Logits* logits, int capture, StepRun* run) {
   }
   if (stash) run->hooks.push_back(std::make_unique<HiddenStateStash>(this));
   if (!maps.empty()) {
-    run->hooks.push_back(std::make_unique<AttentionMapsCapture>(this, std::move(maps)));
+    run->hooks.push_back(std::make_unique<AttentionMapsCapture>(this, std::move(maps), run));
   }
   if (logits != nullptr) {
     run->hooks.push_back(std::make_unique<LogitsCapture>(this, *run, logits, capture));
@@ -514,6 +534,7 @@ absl::Status TransformerImpl::PrunedLastLayer(StepRun* run) {
   for (size_t i = 0; i < run->batch.sequences.size(); ++i) {
     if (run->attn_index[i] < 0) continue;
     AttentionSequence seq = run->attn[run->attn_index[i]];
+    seq.probs = nullptr;  // the maps need every row: a run that wants them is never pruned
     seq.row_begin = begin;
     seq.rows = static_cast<int>(run->batch.sequences[i].predict_positions.size());
     begin += seq.rows;

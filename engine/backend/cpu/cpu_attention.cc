@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_attention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 
@@ -66,11 +67,19 @@ void ForEachScoreBlock(const float* q, int64_t row_stride, int rows, int head, c
   }
 }
 
+// Adds weight * e_j / sum of each row of a score block to out's rows.
+void AddProbabilities(int nr, const float* scores, const float* inv_sum, int64_t L, float weight,
+                      float* out, int64_t out_stride) {
+  for (int r = 0; r < nr; ++r) {
+    CpuAddScaled(scores + r * L, L, weight * inv_sum[r], out + r * out_stride);
+  }
+}
+
 }  // namespace
 
 void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, const float* k_plane,
                       const float* v_plane, int kv_positions, const CpuAttentionGeometry& g,
-                      float* out, CpuAttentionScratch* scratch) {
+                      float* out, CpuAttentionScratch* scratch, CpuProbsSink* probs) {
   const int d = g.head_dim;
   const int64_t L = kv_positions;
   if (L == 0) {
@@ -81,14 +90,21 @@ void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, co
   const int kv_head = head / (g.num_heads / g.num_kv_heads);
   const float* v_head = v_plane + int64_t{kv_head} * d;
   // P·V reads V in place ([position, dim] is already [reduction, output]).
-  ForEachScoreBlock(q, row_stride, rows, head, k_plane, L, g, scratch,
-                    [&](int r0, int nr, const float* scores, const float* inv_sum) {
-                      float* o = out + r0 * row_stride + int64_t{head} * d;
-                      CpuChainGemm(scores, L, nr, v_head, kv_width, L, d, o, row_stride);
-                      for (int r = 0; r < nr; ++r) {
-                        for (int i = 0; i < d; ++i) o[r * row_stride + i] *= inv_sum[r];
-                      }
-                    });
+  ForEachScoreBlock(
+      q, row_stride, rows, head, k_plane, L, g, scratch,
+      [&](int r0, int nr, const float* scores, const float* inv_sum) {
+        float* o = out + r0 * row_stride + int64_t{head} * d;
+        CpuChainGemm(scores, L, nr, v_head, kv_width, L, d, o, row_stride);
+        for (int r = 0; r < nr; ++r) {
+          for (int i = 0; i < d; ++i) o[r * row_stride + i] *= inv_sum[r];
+        }
+        if (probs == nullptr) return;
+        const auto start = std::chrono::steady_clock::now();
+        AddProbabilities(nr, scores, inv_sum, L, probs->weight, probs->out + r0 * probs->stride,
+                         probs->stride);
+        probs->seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      });
 }
 
 void CpuAttentionProbsHead(const float* q, int64_t row_stride, int rows, int head,
@@ -99,12 +115,8 @@ void CpuAttentionProbsHead(const float* q, int64_t row_stride, int rows, int hea
   if (L == 0 || rows == 0) return;
   ForEachScoreBlock(q, row_stride, rows, head, k_plane, L, g, scratch,
                     [&](int r0, int nr, const float* scores, const float* inv_sum) {
-                      for (int r = 0; r < nr; ++r) {
-                        const float f = weight * inv_sum[r];
-                        const float* s = scores + r * L;
-                        float* o = out + (r0 + r) * out_stride;
-                        for (int64_t j = 0; j < L; ++j) o[j] += f * s[j];
-                      }
+                      AddProbabilities(nr, scores, inv_sum, L, weight, out + r0 * out_stride,
+                                       out_stride);
                     });
 }
 

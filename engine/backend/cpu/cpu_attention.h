@@ -38,15 +38,28 @@ struct CpuAttentionScratch {
   std::vector<float> inv_sum;  // [row block]
 };
 
+// Where CpuAttentionHead also adds its head's share of the head-averaged attention
+// probabilities, fused into the pass (the softmax numerators of a row block are in cache
+// there, so the probabilities cost one scaled add per key instead of a second q.K pass):
+// row r of the call gets weight / sum_r * e_r,j added at out + r * stride, kv_positions values,
+// through CpuAddScaled (the same values CpuAttentionProbsHead adds). `seconds` accumulates the
+// time spent on them, the figure a cache policy's decision cost is charged with.
+struct CpuProbsSink {
+  float* out = nullptr;
+  int64_t stride = 0;
+  float weight = 0;
+  double seconds = 0;
+};
+
 // Attention of query head `head` for `rows` query rows.
 //   q:      row r at q + r * row_stride, heads side by side ([num_heads * head_dim] used);
 //   k_plane, v_plane: position j at + j * num_kv_heads * head_dim, kv heads side by side,
 //           at least kv_positions positions;
 //   out:    row r at out + r * row_stride; only this head's head_dim columns are written.
-// kv_positions == 0 writes zeros.
+// kv_positions == 0 writes zeros. `probs`, when not null, receives the probabilities above.
 void CpuAttentionHead(const float* q, int64_t row_stride, int rows, int head, const float* k_plane,
                       const float* v_plane, int kv_positions, const CpuAttentionGeometry& g,
-                      float* out, CpuAttentionScratch* scratch);
+                      float* out, CpuAttentionScratch* scratch, CpuProbsSink* probs = nullptr);
 
 // Adds `weight` * softmax(scale * q_r . K^T) of query head `head` to out row r
 // (out + r * out_stride, kv_positions values) for `rows` query rows: the same scores as

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -361,35 +362,26 @@ class CpuBackend final : public Backend {
   absl::Status Attention(const DeviceBuffer& q, std::span<const AttentionSequence> sequences,
                          const AttentionShape& shape, DeviceBuffer* out) override {
     const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
-    const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
     if (&q == out) return absl::InvalidArgumentError("Attention: out must not alias q");
-    // One task per (sequence, query head); each thread takes every threads()-th task and
-    // owns its scratch, so the assignment never changes what a task computes.
-    tasks_.clear();
-    for (size_t i = 0; i < sequences.size(); ++i) {
-      const AttentionSequence& s = sequences[i];
+    for (const AttentionSequence& s : sequences) {
       DLLM_RETURN_IF_ERROR(CheckSequence(s, shape));
       DLLM_RETURN_IF_ERROR(CheckFits(q, (s.row_begin + s.rows) * q_width, "Attention q"));
       DLLM_RETURN_IF_ERROR(CheckFits(*out, (s.row_begin + s.rows) * q_width, "Attention out"));
-      if (s.rows == 0) continue;
-      for (int h = 0; h < shape.num_heads; ++h) tasks_.push_back({static_cast<int>(i), h});
+      if (s.probs != nullptr &&
+          static_cast<int64_t>(s.probs->values.size()) != int64_t{s.rows} * s.kv_positions) {
+        return absl::InvalidArgumentError(absl::StrCat("Attention: probs holds ",
+                                                       s.probs->values.size(), " values, expected ",
+                                                       int64_t{s.rows} * s.kv_positions));
+      }
     }
-    const CpuAttentionGeometry g{shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.scale};
-    const float* qp = Cpu(q).f32();
-    float* op = Cpu(*out).f32();
+    PlanAttentionTasks(sequences, shape);
     const int64_t workers = std::min<int64_t>(pool_.threads(), tasks_.size());
     if (attention_scratch_.size() < static_cast<size_t>(workers)) {
       attention_scratch_.resize(static_cast<size_t>(workers));
     }
     auto run = [&](int64_t worker) {
       for (size_t t = worker; t < tasks_.size(); t += workers) {
-        const AttentionSequence& s = sequences[tasks_[t].sequence];
-        const int64_t plane = int64_t{s.capacity_positions} * kv_width;
-        const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
-        const float* v_plane = k_plane + plane;
-        CpuAttentionHead(qp + s.row_begin * q_width, q_width, s.rows, tasks_[t].head, k_plane,
-                         v_plane, s.kv_positions, g, op + s.row_begin * q_width,
-                         &attention_scratch_[worker]);
+        RunAttentionTask(q, sequences, shape, &tasks_[t], out, &attention_scratch_[worker]);
       }
     };
     if (workers <= 1) {
@@ -397,9 +389,16 @@ class CpuBackend final : public Backend {
     } else {
       pool_.ParallelFor(workers, run);
     }
+    // Probability time as wall time: the tasks' seconds over the threads that shared them.
+    for (const AttentionTask& t : tasks_) {
+      if (t.probs_seconds > 0) {
+        sequences[t.sequence].probs->seconds += t.probs_seconds / std::max<int64_t>(1, workers);
+      }
+    }
     return absl::OkStatus();
   }
 
+  bool fuses_attention_probabilities() const override { return true; }
   bool computes_attention_probabilities() const override { return true; }
   absl::Status AttentionProbabilities(const DeviceBuffer& q, const AttentionSequence& s,
                                       const AttentionShape& shape, std::span<float> out) override {
@@ -527,10 +526,69 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // One task of Attention: query head `head` of a sequence's rows, or (head < 0, a sequence
+  // that wants its probabilities) every head in order 0, 1, ... of rows [row_begin,
+  // row_begin + rows) of the sequence, so that a probability row sums its heads in the same
+  // order whichever thread runs it. A row's values never depend on the task split.
   struct AttentionTask {
     int sequence;
     int head;
+    int row_begin = 0;
+    int rows = 0;
+    double probs_seconds = 0;
   };
+
+  // Fills tasks_: per (sequence, head), or per block of rows for a sequence with probs (as
+  // many blocks as threads, at least 32 rows each: each block transposes every kv head again).
+  void PlanAttentionTasks(std::span<const AttentionSequence> sequences,
+                          const AttentionShape& shape) {
+    tasks_.clear();
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const AttentionSequence& s = sequences[i];
+      if (s.rows == 0) continue;
+      const int seq = static_cast<int>(i);
+      if (s.probs == nullptr) {
+        for (int h = 0; h < shape.num_heads; ++h) tasks_.push_back({seq, h, 0, s.rows});
+        continue;
+      }
+      const int threads = static_cast<int>(pool_.threads());
+      const int block = std::max(32, (s.rows + threads - 1) / std::max(1, threads));
+      for (int r0 = 0; r0 < s.rows; r0 += block) {
+        tasks_.push_back({seq, -1, r0, std::min(block, s.rows - r0)});
+      }
+    }
+  }
+
+  void RunAttentionTask(const DeviceBuffer& q, std::span<const AttentionSequence> sequences,
+                        const AttentionShape& shape, AttentionTask* task, DeviceBuffer* out,
+                        CpuAttentionScratch* scratch) {
+    const AttentionSequence& s = sequences[task->sequence];
+    const int64_t q_width = int64_t{shape.num_heads} * shape.head_dim;
+    const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
+    const CpuAttentionGeometry g{shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.scale};
+    const int64_t plane = int64_t{s.capacity_positions} * kv_width;
+    const float* k_plane = Cpu(*s.kv).f32() + (int64_t{shape.layer} * 2) * plane;
+    const float* v_plane = k_plane + plane;
+    const int64_t first_row = s.row_begin + task->row_begin;
+    const float* qp = Cpu(q).f32() + first_row * q_width;
+    float* op = Cpu(*out).f32() + first_row * q_width;
+    if (task->head >= 0) {
+      CpuAttentionHead(qp, q_width, task->rows, task->head, k_plane, v_plane, s.kv_positions, g, op,
+                       scratch);
+      return;
+    }
+    const int64_t L = s.kv_positions;
+    CpuProbsSink sink{s.probs->values.data() + task->row_begin * L, L,
+                      1.0f / static_cast<float>(shape.num_heads)};
+    const auto start = std::chrono::steady_clock::now();
+    std::fill_n(sink.out, task->rows * L, 0.0f);
+    sink.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int h = 0; h < shape.num_heads; ++h) {
+      CpuAttentionHead(qp, q_width, task->rows, h, k_plane, v_plane, s.kv_positions, g, op, scratch,
+                       &sink);
+    }
+    task->probs_seconds = sink.seconds;
+  }
 
   absl::Status CheckSequence(const AttentionSequence& s, const AttentionShape& shape) const {
     if (s.kv == nullptr) return absl::InvalidArgumentError("attention sequence without slab");

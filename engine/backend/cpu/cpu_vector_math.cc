@@ -87,6 +87,10 @@ void SwiGluImpl(const float* gate, const float* up, int64_t n, float* out) {
 void ExpShiftedImpl(float* s, int64_t n, float shift) {
   for (int64_t i = 0; i < n; ++i) s[i] = vmath::ExpScalar(s[i] - shift);
 }
+// These two targets compile without FMA instructions, so nothing can fuse the two roundings.
+void AddScaledImpl(const float* x, int64_t n, float f, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] + f * x[i];
+}
 #else
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -144,6 +148,23 @@ void ExpShiftedImpl(float* s, int64_t n, float shift) {
   }
   for (; i < n; ++i) s[i] = vmath::ExpScalar(s[i] - shift);
 }
+
+void AddScaledImpl(const float* x, int64_t n, float f, float* y) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const VF vf = hn::Set(df, f);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Add(hn::LoadU(df, y + i), hn::Mul(vf, hn::LoadU(df, x + i))), df, y + i);
+  }
+  // The tail through one-lane vectors too: scalar code here could be contracted into an fma
+  // (this target has them), which would round once instead of twice.
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) {
+    hn::StoreU(hn::Add(hn::LoadU(d1, y + i), hn::Mul(hn::Set(d1, f), hn::LoadU(d1, x + i))), d1,
+               y + i);
+  }
+}
 #endif
 
 }  // namespace HWY_NAMESPACE
@@ -155,6 +176,7 @@ namespace dllm {
 
 HWY_EXPORT(SwiGluImpl);
 HWY_EXPORT(ExpShiftedImpl);
+HWY_EXPORT(AddScaledImpl);
 
 float CpuExpF(float x) { return vmath::ExpScalar(x); }
 
@@ -164,6 +186,10 @@ void CpuSwiGlu(const float* gate, const float* up, int64_t n, float* out) {
 
 void CpuExpShifted(float* s, int64_t n, float shift) {
   if (n > 0) HWY_DYNAMIC_DISPATCH(ExpShiftedImpl)(s, n, shift);
+}
+
+void CpuAddScaled(const float* x, int64_t n, float f, float* y) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AddScaledImpl)(x, n, f, y);
 }
 
 }  // namespace dllm

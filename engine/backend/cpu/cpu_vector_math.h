@@ -27,6 +27,11 @@ void CpuSwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // s[i] = CpuExpF(s[i] - shift), in place (softmax numerators).
 void CpuExpShifted(float* s, int64_t n, float shift);
 
+// y[i] = y[i] + f * x[i]: a product rounded to fp32, then a sum rounded to fp32 (never one
+// fused multiply-add), so every target gives the scalar loop's bits. Accumulates attention
+// probabilities over heads.
+void CpuAddScaled(const float* x, int64_t n, float f, float* y);
+
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_BACKEND_CPU_CPU_VECTOR_MATH_H_

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -256,6 +257,56 @@ TEST_CASE("cpu_backend: attention probabilities are the head mean of a naive sof
     results.push_back(probs);
   }
   CHECK(results[0] == results[1]);  // the thread count changes no bit
+}
+
+TEST_CASE("cpu_backend: attention fused with its probabilities changes no bit of either") {
+  // The fused pass (AttentionSequence::probs) must give AttentionProbabilities' values and the
+  // plain pass's output, bit for bit, on any thread count; a second sequence in the same call
+  // without probs is unaffected.
+  const int heads = 4, kv_heads = 2, d = 8, layers = 2, capacity = 80, n = 70, layer = 1;
+  const int kv_width = kv_heads * d, q_width = heads * d, q_rows = 70;
+  const std::vector<float> kv_k = RandomVector(n * kv_width, 13),
+                           kv_v = RandomVector(n * kv_width, 14);
+  const std::vector<float> qv = RandomVector(2 * q_rows * q_width, 15, 2.0f);
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int threads : {1, 3}) {
+    INFO(threads << " threads");
+    auto b = MakeCpu(threads);
+    REQUIRE(b->fuses_attention_probabilities());
+    auto slab_or = b->Allocate(int64_t{layers} * 2 * capacity * kv_width * 4);
+    REQUIRE(slab_or.ok());
+    std::unique_ptr<DeviceBuffer> slab = std::move(*slab_or);
+    auto k = UploadF32(*b, kv_k);
+    auto v = UploadF32(*b, kv_v);
+    auto pos = UploadI32(*b, order);
+    const AttentionShape shape{heads, kv_heads, d, layers, layer, 1.0f / std::sqrt(8.0f)};
+    AttentionSequence all{slab.get(), capacity, n, 0, n};
+    REQUIRE(b->KvScatter(*k, *v, *pos, {&all, 1}, shape).ok());
+    auto q = UploadF32(*b, qv);
+    // Two sequences over the same slab: rows [0, 70) with probabilities, [70, 140) without.
+    std::vector<AttentionSequence> seqs = {{slab.get(), capacity, n, 0, q_rows},
+                                           {slab.get(), capacity, n - 5, q_rows, q_rows}};
+    auto plain_or = b->Allocate(int64_t{2} * q_rows * q_width * 4);
+    auto fused_or = b->Allocate(int64_t{2} * q_rows * q_width * 4);
+    REQUIRE((plain_or.ok() && fused_or.ok()));
+    REQUIRE(b->Attention(*q, seqs, shape, plain_or->get()).ok());
+    std::vector<float> expected(static_cast<size_t>(q_rows) * n);
+    REQUIRE(b->AttentionProbabilities(*q, seqs[0], shape, expected).ok());
+    AttentionProbsOut out;
+    std::vector<float> probs(expected.size(), -1.0f);
+    out.values = probs;
+    seqs[0].probs = &out;
+    REQUIRE(b->Attention(*q, seqs, shape, fused_or->get()).ok());
+    CHECK(probs == expected);
+    CHECK(Download(*b, **fused_or, 2 * q_rows * q_width) ==
+          Download(*b, **plain_or, 2 * q_rows * q_width));
+    // A probs array of the wrong size is refused before anything runs.
+    std::vector<float> short_probs(expected.size() - 1);
+    out.values = short_probs;
+    CHECK(b->Attention(*q, seqs, shape, fused_or->get()).code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
 }
 
 LogitsRowRequest Request(int32_t position, int32_t step, float temperature, int top_k = 0,
