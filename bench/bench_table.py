@@ -3,7 +3,11 @@
 them), so that the README's benchmark table is the output of one command.
 
 Columns: the setting (decoding, then cache policy and its parameters), accuracy (and per
-family when the tasks carry one), tokens/s, speed-up against the run's baseline, the answers
+family when the tasks carry one), tokens/s, speed-up against the run's baseline in CPU time
+(process CPU seconds per answer token: what a shared machine does not distort) and in wall
+time, the costs per answer token (CPU ms, rows computed, multiply-adds) and wall/CPU, flagged
+with "!" when it is more than 10% off the run's median (that setting shared its cores more or
+less than the others: trust its CPU figures, not its wall ones), the answers
 that changed against the baseline's (paired: gained and lost correct answers, the accuracy
 difference and its standard error), steps per generated token, tokens per forward, the mean
 committed-token entropy and the share of steps whose max committed entropy exceeds 0.5 nats
@@ -14,9 +18,10 @@ that dllm-bench reports as rejected (an "error" field) are listed under the tabl
 error.
 
 `--layout paper` prints the paper's comparison instead (docs/paper-comparison.md): method,
-decoding, accuracy, tokens/s, speed-up against vanilla, full / partial step split, rows per
-step, decision overhead, and the overhead the paper reports for the method (EntropyCache 0.5%,
-d2Cache 9.2%, Elastic-Cache 14.5%) beside ours.
+decoding, accuracy, tokens/s, speed-up against vanilla in CPU time and in wall time, rows per
+answer token, full / partial step split, rows per step, decision overhead, and the overhead
+the paper reports for the method (EntropyCache 0.5%, d2Cache 9.2%, Elastic-Cache 14.5%) beside
+ours.
 
 `--layout shadow` prints the shadow checks of a `--shadow` run (scripts/bench-autotune): the
 autotuner's budget (the "autotune" field scripts/bench-autotune adds; "fixed" for none), the
@@ -28,7 +33,8 @@ KL(full || partial), the autotuner's final tau scale and the shadow's share of t
 runs (scripts/bench-long): one line per block-decoding setting (and the baseline) in the
 first file's order, a repeated setting (the tau sweep re-runs a listed one) shown once, and
 per model its accuracy, tokens/s, speed-up against its own baseline and the paired answer
-changes. Compare tokens/s across models only when the runs shared a machine.
+changes; the speed-up is in CPU time where the rows carry it. Compare tokens/s across models
+only when the runs shared a machine.
 
 Usage: bench/bench_table.py [--layout default|paper|shadow] ROWS.jsonl   (or rows on stdin)
        bench/bench_table.py --compare ROWS.jsonl ROWS.jsonl ...
@@ -91,11 +97,48 @@ def paired_cell(row):
             f"{100 * p['accuracy_diff']:+.1f}±{100 * p['accuracy_diff_se']:.1f} pt)")
 
 
+def cpu_speedup(row, suffix=""):
+    """The CPU-time speed-up against the baseline; "-" for rows written before dllm-bench
+    measured CPU time."""
+    v = row.get("speedup_vs_baseline_cpu")
+    return f"{v:.2f}{suffix}" if v is not None else "-"
+
+
+def cost(key, fmt, scale=1.0):
+    """A per-token cost cell, "-" for rows written before dllm-bench reported it."""
+    return lambda r: fmt.format(r[key] * scale) if key in r else "-"
+
+
+def wall_cpu_cell(row):
+    """wall_s / cpu_s, with "!" when table() found it more than 10% off the run's median."""
+    if not row.get("cpu_s"):
+        return "-"
+    return f"{row['wall_s'] / row['cpu_s']:.2f}" + (" !" if row.get("_wall_cpu_off") else "")
+
+
+def flag_wall_cpu(rows):
+    """Marks (`_wall_cpu_off`) the rows whose wall/CPU ratio is more than 10% off the median of
+    the rows that have one."""
+    ratios = sorted(r["wall_s"] / r["cpu_s"] for r in rows if r.get("cpu_s"))
+    if not ratios:
+        return
+    median = ratios[len(ratios) // 2] if len(ratios) % 2 else \
+        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    for r in rows:
+        if r.get("cpu_s"):
+            r["_wall_cpu_off"] = abs(r["wall_s"] / r["cpu_s"] / median - 1) > 0.10
+
+
 COLUMNS = [
     ("setting", setting_name),
     ("accuracy", accuracy_cell),
     ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
-    ("speed-up vs baseline", lambda r: f"{r['speedup_vs_baseline']:.2f}"),
+    ("speed-up vs baseline (CPU)", cpu_speedup),
+    ("speed-up (wall)", lambda r: f"{r['speedup_vs_baseline']:.2f}"),
+    ("CPU ms/token", cost("cpu_s_per_token", "{:.2f}", 1e3)),
+    ("rows/token", cost("rows_per_token", "{:.1f}")),
+    ("GMACs/token", cost("macs_per_token", "{:.3f}", 1e-9)),
+    ("wall/CPU", wall_cpu_cell),
     ("answers changed (+gained/-lost)", paired_cell),
     ("steps/token", lambda r: f"{r['steps_per_token']:.3f}"),
     ("tok/forward", dynamics("tokens_per_forward", "{:.2f}")),
@@ -143,8 +186,10 @@ PAPER_COLUMNS = [
     ("decoding", decoding_name),
     ("accuracy", lambda r: f"{r['accuracy']:.3f}"),
     ("tok/s", lambda r: f"{r['tokens_per_s']:,.1f}"),
-    ("speed-up vs vanilla", lambda r: f"{r['speedup_vs_baseline']:.2f}x"),
+    ("speed-up vs vanilla (CPU)", lambda r: cpu_speedup(r, "x")),
+    ("speed-up (wall)", lambda r: f"{r['speedup_vs_baseline']:.2f}x"),
     ("answers changed (+gained/-lost)", paired_cell),
+    ("rows/token", cost("rows_per_token", "{:.1f}")),
     ("full / partial steps",
      lambda r: f"{r['full_step_ratio']:.2f} / {1 - r['full_step_ratio']:.2f}"),
     ("rows/step", lambda r: f"{r['rows_per_step']:.0f}"),
@@ -183,6 +228,7 @@ def table(rows, columns=None):
     """The markdown lines for `rows` (parsed JSON objects, in run order)."""
     columns = columns or COLUMNS
     ok = [r for r in rows if "error" not in r]
+    flag_wall_cpu(ok)
     out = ["| " + " | ".join(name for name, _ in columns) + " |",
            "|" + "---|" * len(columns)]
     out += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in ok]
@@ -193,6 +239,9 @@ def table(rows, columns=None):
         r = ok[0]
         out.append(f"\n{r['tasks']} tasks, model {r['model']}, gen_length {r['gen_length']}, "
                    f"batch {r['batch']}")
+        if any(x.get("_wall_cpu_off") for x in ok):
+            out.append("\n! wall/CPU more than 10% off the run's median: that setting's wall "
+                       "time is distorted by other work on the machine; compare its CPU figures.")
     return out
 
 
@@ -214,9 +263,13 @@ def compare(runs):
         cells = [name]
         for _, t in tables:
             r = t.get(name)
-            cells += ([f"{r['accuracy']:.3f}", f"{r['tokens_per_s']:,.1f}",
-                       f"{r['speedup_vs_baseline']:.2f}x", paired_cell(r)]
-                      if r else ["-"] * 4)
+            if not r:
+                cells += ["-"] * 4
+                continue
+            speedup = cpu_speedup(r, "x") if "speedup_vs_baseline_cpu" in r else \
+                f"{r['speedup_vs_baseline']:.2f}x (wall)"
+            cells += [f"{r['accuracy']:.3f}", f"{r['tokens_per_s']:,.1f}", speedup,
+                      paired_cell(r)]
         out.append("| " + " | ".join(cells) + " |")
     notes = [f"{label}: {next(iter(t.values()))['tasks']} tasks" for label, t in tables if t]
     out.append("\n" + "; ".join(notes))

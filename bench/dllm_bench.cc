@@ -46,7 +46,7 @@
 // --answers-out FILE writes each row again with its per-task answers and scores, baseline
 // first. --baseline-from FILE reuses such a file's baseline (same tasks, model and answer
 // length) instead of running it: an expensive baseline (vanilla on 500 items) is measured once
-// and every later run pairs against it. --nonone runs `none` only where a --policy names it
+// and every later run pairs against it. --none=false runs `none` only where a --policy names it
 // (with no --policy: the baseline alone, e.g. to store it).
 //
 // Rows also report steps_per_token (denoising steps per generated answer token),
@@ -576,7 +576,7 @@ int Main(int argc, char** argv) {
                  "[--backend cpu|cuda] [--sweep tau=a:b:n|t1,t2,...] [--sweep-out PREFIX] "
                  "[--baseline vanilla|DECODING[@POLICY]] [--shadow RATE [--shadow-budget F] "
                  "[--shadow-out FILE.csv] [--autotune BUDGET[:WINDOW]]] [--answers-out FILE] "
-                 "[--baseline-from FILE] [--nonone]\n";
+                 "[--baseline-from FILE] [--none=false]\n";
     return 0;
   }
   const TauAutotuneOptions tune = CheckBenchOptions(o);

@@ -42,7 +42,7 @@ ABSL_FLAG(double, shadow_budget, std::numeric_limits<double>::infinity(),
 ABSL_FLAG(std::string, shadow_out, "", "CSV of every shadow sample");
 ABSL_FLAG(std::string, autotune, "", "BUDGET[:WINDOW]: the engine's tau autotuner");
 ABSL_FLAG(bool, none, true,
-          "run `none` first in every decoding, the reference of speedup_vs_none (--nonone: "
+          "run `none` first in every decoding, the reference of speedup_vs_none (--none=false: "
           "only when a --policy names it)");
 ABSL_FLAG(std::string, answers_out, "", "JSONL: every setting's row with its per-task answers");
 ABSL_FLAG(std::string, baseline_from, "",

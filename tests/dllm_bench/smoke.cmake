@@ -184,6 +184,33 @@ if(out MATCHES "\"policy\":\"entropy\"[^\n]*\"tau_scale\":1(\\.0)?[,}]")
 endif()
 message(STATUS "${out}")
 
+# Costs per token on every row; --answers-out stores each row with its per-task answers,
+# baseline first; --baseline-from pairs a later run against that stored baseline without
+# running it (its row comes back marked baseline_from), and --none=false leaves out the `none`
+# setting. The stored baseline must match the run: other tasks are refused, naming both.
+run_bench("--answers-out" --gen-length 8 --threads 1 --decoding window:w=4,threshold=0.01
+          --policy entropy:tau=inf,k=2 --answers-out ${OUT}_answers.jsonl)
+expect_count("\"cpu_s\":[0-9.e-]+,\"cpu_s_per_token\":[0-9.e-]+,[^\n]*\"macs_per_token\":[1-9][0-9.e+]*,[^\n]*\"rows_per_token\":[0-9.]*[1-9]" 3 "the cost columns")
+expect_count("\"speedup_vs_baseline_cpu\":[0-9.]+" 3 "the CPU-time speed-up")
+file(STRINGS ${OUT}_answers.jsonl stored)
+list(LENGTH stored nstored)
+list(GET stored 0 stored_first)
+if(NOT nstored EQUAL 3 OR NOT stored_first MATCHES "^{\"answers\":\\[\"[^\n]*\"correct\":\\[(true|false),(true|false),(true|false)\\],\"row\":{[^\n]*\"baseline\":\"vanilla\"")
+  message(FATAL_ERROR "expected 3 stored rows, the vanilla baseline first with 3 answers:\n${stored_first}")
+endif()
+run_bench("--baseline-from" --gen-length 8 --threads 1 --decoding window:w=4,threshold=0.01
+          --policy entropy:tau=inf,k=2 --none=false --baseline-from ${OUT}_answers.jsonl)
+expect_count("\"baseline_from\":" 1 "the stored baseline's row")
+expect_count("\"policy\":\"none\"" 1 "no none setting (only the stored vanilla row)")
+expect_count("\"vs_baseline\":{[^}]*\"tasks\":3}" 1 "the pairing with the stored baseline")
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --limit 2 --gen-length 8 --threads 1
+          --baseline-from ${OUT}_answers.jsonl
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "its baseline ran 3 tasks[^\n]*this run has 2 tasks")
+  message(FATAL_ERROR "a stored baseline of other tasks should be refused (${rc}):\n${err}")
+endif()
+
 # The attention-based policies with their options: one row each beside none, their parameters
 # echoed, and a decision share above zero (the attention maps are charged to it).
 run_bench("d2cache/elastic" --gen-length 8 --threads 1 --decoding window:w=4,threshold=0.01

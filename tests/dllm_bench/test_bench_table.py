@@ -46,11 +46,12 @@ class BenchTableTest(unittest.TestCase):
         lines = bench_table.table(rows)
         self.assertEqual(lines[0].count("|"), len(bench_table.COLUMNS) + 1)
         # The baseline row predates the dynamics columns: "-" there.
+        # ... and the cost columns: "-" for rows without CPU time.
         self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 (add 1.00, sub 0.50) | "
-                         "1,234.5 | 1.00 | - | 0.058 | - | - | - | 548 | 1.00 | 1.00 | 46.10 | "
-                         "0.00 | 0.002% |")
-        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | 2.50 | 2 (+1/-0; +25.0±25.0 pt) | "
-                      "0.058 | 3.71 | 0.125 | 0.12 |", lines[3])
+                         "1,234.5 | - | 1.00 | - | - | - | - | - | 0.058 | - | - | - | 548 | "
+                         "1.00 | 1.00 | 46.10 | 0.00 | 0.002% |")
+        self.assertIn("| block 32, dual | 0.750 | 1,234.5 | - | 2.50 | - | - | - | - | "
+                      "2 (+1/-0; +25.0±25.0 pt) | 0.058 | 3.71 | 0.125 | 0.12 |", lines[3])
         self.assertIn("| 0.25 | 0.61 |", lines[3])
         self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 3)  # header + 2
         self.assertIn("rejected: window + dual: INVALID_ARGUMENT: dual needs block",
@@ -66,13 +67,33 @@ class BenchTableTest(unittest.TestCase):
                 row(decoding={"schedule": "window", "window": 16, "threshold": 0.9},
                     policy="d2cache", params={"current_k": 32}, decision_overhead_frac=0.39)]
         lines = bench_table.table(rows, bench_table.PAPER_COLUMNS)
-        self.assertEqual(lines[2], "| none | vanilla | 0.750 | 1,234.5 | 1.00x | - | "
+        self.assertEqual(lines[2], "| none | vanilla | 0.750 | 1,234.5 | - | 1.00x | - | - | "
                          "1.00 / 0.00 | 548 | 0.002% | - |")
         self.assertEqual(lines[3], "| entropy tau=1.5 k=32 | block 32 + thr 0.9 | 0.750 | "
-                         "1,234.5 | 2.50x | 3 (+0/-1; -25.0±25.0 pt) | 0.25 / 0.75 | 548 | "
-                         "0.030% | 0.5% |")
-        self.assertEqual(lines[4], "| d2cache | window 16 + thr 0.9 | 0.750 | 1,234.5 | 2.50x | "
-                         "- | 1.00 / 0.00 | 548 | 39.000% | 9.2% |")
+                         "1,234.5 | - | 2.50x | 3 (+0/-1; -25.0±25.0 pt) | - | 0.25 / 0.75 | "
+                         "548 | 0.030% | 0.5% |")
+        self.assertEqual(lines[4], "| d2cache | window 16 + thr 0.9 | 0.750 | 1,234.5 | - | "
+                         "2.50x | - | - | 1.00 / 0.00 | 548 | 39.000% | 9.2% |")
+
+    def test_cost_columns_and_wall_cpu_flag(self):
+        """CPU-time speed-up and per-token costs from the row; wall/CPU flagged when more than
+        10% off the run's median (1.025 here: the third row's 1.2 is flagged, 1.05 and 1.0 are
+        not)."""
+        costs = dict(cpu_s_per_token=0.0123, rows_per_token=38.25, macs_per_token=153486113)
+        rows = [row(baseline="vanilla", speedup_vs_baseline_cpu=1.0, wall_s=10.0, cpu_s=10.0,
+                    **costs),
+                row(policy="dual", speedup_vs_baseline_cpu=3.456, wall_s=10.5, cpu_s=10.0,
+                    **costs),
+                row(policy="entropy", speedup_vs_baseline_cpu=7.0, wall_s=12.0, cpu_s=10.0,
+                    **costs),
+                row(policy="elastic", speedup_vs_baseline_cpu=2.0, wall_s=1.0, cpu_s=1.0)]
+        lines = bench_table.table(rows)
+        self.assertIn("| 1,234.5 | 3.46 | 2.50 | 12.30 | 38.2 | 0.153 | 1.05 | ", lines[3])
+        self.assertIn("| 1,234.5 | 7.00 | 2.50 | 12.30 | 38.2 | 0.153 | 1.20 ! | ", lines[4])
+        self.assertIn("| 2.00 | 2.50 | - | - | - | 1.00 | ", lines[5])
+        self.assertIn("! wall/CPU more than 10% off", "\n".join(lines))
+        paper = bench_table.table(rows, bench_table.PAPER_COLUMNS)
+        self.assertIn("| 1,234.5 | 7.00x | 2.50x | - | 38.2 |", paper[4])
 
     def test_paper_layout_names_changed_defaults(self):
         """d2Cache and Elastic-Cache rows name the parameters that differ from the published
@@ -115,16 +136,18 @@ class BenchTableTest(unittest.TestCase):
              row(decoding={"schedule": "window", "window": 32}, policy="none"),
              row(policy="dual", error="rejected")]
         b = [row(baseline="vanilla", speedup_vs_baseline=1.0, tasks=2),
-             row(decoding=thr, policy="dual", tokens_per_s=99.0, speedup_vs_baseline=8.0)]
+             row(decoding=thr, policy="dual", tokens_per_s=99.0, speedup_vs_baseline=8.0,
+                 speedup_vs_baseline_cpu=3.1)]
         lines = bench_table.compare([("m1", a), ("m2", b)])
         self.assertEqual(lines[0], "| setting | m1 accuracy | tok/s | speed-up | answers changed "
                          "| m2 accuracy | tok/s | speed-up | answers changed |")
-        self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 | 1,234.5 | 1.00x | - | 0.750 "
-                         "| 1,234.5 | 1.00x | - |")
-        self.assertEqual(lines[3], "| block 32 + threshold 0.9, dual | 0.750 | 1,234.5 | 2.50x | "
-                         "1 (+0/-0; +0.0±0.0 pt) | 0.750 | 99.0 | 8.00x | - |")
+        # Rows without CPU time show the wall-time speed-up, marked as such.
+        self.assertEqual(lines[2], "| vanilla (baseline) | 0.750 | 1,234.5 | 1.00x (wall) | - | "
+                         "0.750 | 1,234.5 | 1.00x (wall) | - |")
+        self.assertEqual(lines[3], "| block 32 + threshold 0.9, dual | 0.750 | 1,234.5 | "
+                         "2.50x (wall) | 1 (+0/-0; +0.0±0.0 pt) | 0.750 | 99.0 | 3.10x | - |")
         self.assertEqual(lines[4], "| block 32 + threshold 0.9, entropy tau=0.5 k=32 | 0.500 | "
-                         "1,234.5 | 2.50x | - | - | - | - | - |")
+                         "1,234.5 | 2.50x (wall) | - | - | - | - | - |")
         self.assertEqual(len([ln for ln in lines if ln.startswith("| ")]), 4)  # no window row
         self.assertEqual(lines[-1], "\nm1: 4 tasks; m2: 2 tasks")
 
