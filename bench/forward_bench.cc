@@ -15,7 +15,16 @@
 // "Prescott" kernels on CPUs it does not know; OPENBLAS_CORETYPE=SkylakeX (AVX-512) or
 // Haswell (AVX2) forces the right ones for a fair comparison.
 //
-// Usage: dllm-forward-bench [--threads N] [--quick] [--model tiny|mid] [--length N]
+// The partial step is also timed with attention maps (the head-averaged probabilities that
+// d2Cache and Elastic-Cache decide from, fused into the attention pass): the "partial+maps"
+// row, and the maps' share of that step's wall time, the decision cost those policies are
+// charged with. `--model llada8b` (opt-in: ~2 GB of weights) runs two layers of
+// LLaDA-8B-Instruct's shape (hidden 4096, 32 heads of 128, FFN 12288, vocabulary 126464): the
+// share at 8B's shape, where attention is a smaller part of a layer than in the small models;
+// "per layer" divides the maps' time by the layers' FLOP-proportional share of the step (the
+// limit of a 32-layer step, whose LM head weighs less).
+//
+// Usage: dllm-forward-bench [--threads N] [--quick] [--model tiny|mid|llada8b] [--length N]
 //                           [--partial-rows N] [--f32]
 #include <cblas.h>
 #include <time.h>
@@ -121,6 +130,7 @@ Rate OwnGemmRate(int m, int n, int k, GemmWeightType type, ThreadPool* pool) {
 struct NamedConfig {
   const char* name;
   ModelConfig config;
+  bool opt_in = false;  // runs only when --model names it
 };
 
 // The command line.
@@ -139,6 +149,8 @@ std::vector<NamedConfig> Models() {
        RandomModelConfig(ModelFamily::kDream, 256, 4, 4, 2, 768, 8192, 4096)},
       {"mid h1024 L8 16x64 kv4 f2816 v32k",
        RandomModelConfig(ModelFamily::kLlada, 1024, 8, 16, 4, 2816, 32000, 4096)},
+      {"llada8b h4096 L2 32x128 kv32 f12288 v126k",
+       RandomModelConfig(ModelFamily::kLlada, 4096, 2, 32, 32, 12288, 126464, 4096), true},
   };
 }
 
@@ -212,6 +224,28 @@ struct StepBench {
   const Options& o;
 };
 
+// The partial step again with attention maps: its time, and the maps' share of it (what
+// d2Cache and Elastic-Cache are charged as decision time), of the step and per layer.
+bool TimeMapsShare(const StepBench& b, const StepPair& s, const Timing& plain) {
+  StepBatch with_maps = s.partial;
+  AttentionMaps maps;
+  with_maps.sequences[0].attention_maps = &maps;
+  StepResult result;
+  bool ok = true;
+  const Timing t = TimeIt([&] { ok &= b.transformer.Forward(with_maps, &result).ok(); }, 3, 0.3);
+  if (!ok) return false;
+  const ModelConfig& c = b.model.config;
+  // maps.seconds is the last run's (each Forward resets the maps).
+  const double layers_share = (StepFlops(c, s.rows, s.n, s.pred) - StepFlops(c, 0, 0, s.pred)) /
+                              StepFlops(c, s.rows, s.n, s.pred);
+  std::printf("%-34s %5d %-7s %5d %5d %9.2f %9.2f   maps %.2f ms: %.2f%% of the step, %.2f%% per "
+              "layer; step +%.1f%% over plain partial\n",
+              "", s.n, "+maps", s.rows, s.pred, t.wall_s * 1e3, t.cpu_s * 1e3, maps.seconds * 1e3,
+              100.0 * maps.seconds / t.wall_s, 100.0 * maps.seconds / (t.wall_s * layers_share),
+              100.0 * (t.cpu_s / plain.cpu_s - 1.0));
+  return true;
+}
+
 // Times both steps and prints a row for each; false when a forward failed.
 bool TimeSteps(const StepBench& b, const StepPair& s) {
   StepResult result;
@@ -236,7 +270,7 @@ bool TimeSteps(const StepBench& b, const StepPair& s) {
   }
   std::printf("%-34s %5d partial/full wall speed-up x%.1f\n", "", s.n,
               full_t.wall_s / partial_t.wall_s);
-  return true;
+  return TimeMapsShare(b, s, partial_t);
 }
 
 // Builds one random model onto the backend and times its steps at every length; the exit
@@ -291,7 +325,9 @@ int Run(const Options& o) {
   std::printf("%-34s %5s %-7s %5s %5s %9s %9s %8s %9s %7s %9s %7s\n", "model", "L", "step", "rows",
               "pred", "wall_ms", "cpu_ms", "GFLOP", "GFLOP/s", "%sgemm", "GF/cpu-s", "%sgemm");
   for (const NamedConfig& m : Models()) {
-    if (!o.only_model.empty() && std::string(m.name).rfind(o.only_model, 0) != 0) continue;
+    if (o.only_model.empty() ? m.opt_in : std::string(m.name).rfind(o.only_model, 0) != 0) {
+      continue;
+    }
     if (const int rc = BenchModel(m, backend.get(), sgemm, o); rc != 0) return rc;
   }
   return 0;
@@ -302,14 +338,15 @@ int Run(const Options& o) {
 
 ABSL_FLAG(int, threads, 0, "CPU threads (0: all cores)");
 ABSL_FLAG(bool, quick, false, "fewer and shorter runs");
-ABSL_FLAG(std::string, model, "", "only this model: tiny | mid");
+ABSL_FLAG(std::string, model, "", "only this model: tiny | mid | llada8b (opt-in)");
 ABSL_FLAG(int, length, 0, "only this sequence length");
 ABSL_FLAG(int, partial_rows, 24, "rows a partial step recomputes");
 ABSL_FLAG(bool, f32, false, "f32 weights instead of bf16");
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage =
-      "usage: %s [--threads N] [--quick] [--model tiny|mid] [--length N] [--partial-rows N] "
+      "usage: %s [--threads N] [--quick] [--model tiny|mid|llada8b] [--length N] "
+      "[--partial-rows N] "
       "[--f32]\n";
   dllm::Options o;
   bool help = false;
