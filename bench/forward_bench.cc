@@ -238,11 +238,12 @@ bool TimeMapsShare(const StepBench& b, const StepPair& s, const Timing& plain) {
   // maps.seconds is the last run's (each Forward resets the maps).
   const double layers_share = (StepFlops(c, s.rows, s.n, s.pred) - StepFlops(c, 0, 0, s.pred)) /
                               StepFlops(c, s.rows, s.n, s.pred);
-  std::printf("%-34s %5d %-7s %5d %5d %9.2f %9.2f   maps %.2f ms: %.2f%% of the step, %.2f%% per "
-              "layer; step +%.1f%% over plain partial\n",
-              "", s.n, "+maps", s.rows, s.pred, t.wall_s * 1e3, t.cpu_s * 1e3, maps.seconds * 1e3,
-              100.0 * maps.seconds / t.wall_s, 100.0 * maps.seconds / (t.wall_s * layers_share),
-              100.0 * (t.cpu_s / plain.cpu_s - 1.0));
+  std::printf(
+      "%-34s %5d %-7s %5d %5d %9.2f %9.2f   maps %.2f ms: %.2f%% of the step, %.2f%% per "
+      "layer; step +%.1f%% over plain partial\n",
+      "", s.n, "+maps", s.rows, s.pred, t.wall_s * 1e3, t.cpu_s * 1e3, maps.seconds * 1e3,
+      100.0 * maps.seconds / t.wall_s, 100.0 * maps.seconds / (t.wall_s * layers_share),
+      100.0 * (t.cpu_s / plain.cpu_s - 1.0));
   return true;
 }
 

@@ -297,6 +297,16 @@ void AddCacheRows(std::vector<ParamField>* t) {
                            .doc = "most recently committed tokens recomputed in partial steps"}),
       entropy_like));
   t->push_back(ForPolicies(
+      Field<&K::recent_min_entropy>(
+          {.name = "recent_min_entropy",
+           .alias = "min_entropy",
+           .unit = "nats",
+           .lo = 0,
+           .hi = kInf,
+           .doc = "of the recent tokens committed before the last step, recompute only those "
+                  "committed with at least this entropy; 0: all (the paper)"}),
+      entropy_like));
+  t->push_back(ForPolicies(
       WithLimit(Field<&K::refresh_interval>({.name = "refresh_interval",
                                              .alias = "n",
                                              .unit = "steps",

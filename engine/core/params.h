@@ -66,7 +66,10 @@ struct CacheParams {
   // exceeds it, so tau < 0 (e.g. -inf) makes every step full and +inf never refreshes on
   // entropy (HTTP JSON has no infinities; a negative tau is how it asks for "always full").
   float entropy_threshold = 0.5f;
-  int recent_k = 32;         // most recently committed tokens recomputed in partial steps
+  int recent_k = 32;  // most recently committed tokens recomputed in partial steps
+  // Of those committed before the newest step, only the ones committed with at least this
+  // entropy (nats) are recomputed; 0: all of them (the paper's partial step).
+  float recent_min_entropy = 0.0f;
   int refresh_interval = 8;  // kInterval
   // kD2Cache, at d2Cache's published defaults: masked rows recomputed per step, the
   // attention-rollout nucleus mass, and the certainty-density Gaussian's width (positions).

@@ -11,21 +11,23 @@ namespace dllm {
 void CommitHistory::Record(int step, std::span<const CommittedToken> committed) {
   if (committed.empty()) return;
   StepCommits entry{step, {}};
-  entry.positions.reserve(committed.size());
-  for (const CommittedToken& c : committed) entry.positions.push_back(c.position);
-  std::sort(entry.positions.begin(), entry.positions.end());
+  entry.tokens.reserve(committed.size());
+  for (const CommittedToken& c : committed) entry.tokens.emplace_back(c.position, c.entropy_nats);
+  std::sort(entry.tokens.begin(), entry.tokens.end());
   steps_.push_back(std::move(entry));
 }
 
-std::vector<int32_t> CommitHistory::Recent(int k) const {
+std::vector<int32_t> CommitHistory::Recent(int k, float min_entropy_nats) const {
   std::vector<int32_t> out;
+  int taken = 0;  // the ranking's first k, counted before the entropy filter
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
     const bool newest = it == steps_.rbegin();
-    for (int32_t p : it->positions) {
-      if (!newest && static_cast<int>(out.size()) >= k) break;
-      out.push_back(p);
+    for (const auto& [position, entropy] : it->tokens) {
+      if (!newest && taken >= k) break;
+      ++taken;
+      if (newest || entropy >= min_entropy_nats) out.push_back(position);
     }
-    if (static_cast<int>(out.size()) >= k) break;
+    if (taken >= k) break;
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -66,25 +68,28 @@ class NonePolicy final : public CachePolicy {
 // Shared by entropy and interval: the EntropyCache partial step.
 class RecentKPolicy : public CachePolicy {
  public:
-  explicit RecentKPolicy(int recent_k) : recent_k_(recent_k) {}
+  RecentKPolicy(int recent_k, float recent_min_entropy)
+      : recent_k_(recent_k), recent_min_entropy_(recent_min_entropy) {}
   void Observe(int step, std::span<const CommittedToken> committed) override {
     history_.Record(step, committed);
   }
 
  protected:
   StepPlan Partial(const PlanInput& input) const {
-    const std::vector<int32_t> recent = history_.Recent(recent_k_);
+    const std::vector<int32_t> recent = history_.Recent(recent_k_, recent_min_entropy_);
     return StepPlan{false, UnionSorted(input.candidates, recent)};
   }
 
  private:
   int recent_k_;
+  float recent_min_entropy_;
   CommitHistory history_;
 };
 
 class EntropyPolicy final : public RecentKPolicy {
  public:
-  EntropyPolicy(float tau, int recent_k) : RecentKPolicy(recent_k), tau_(tau) {}
+  EntropyPolicy(float tau, int recent_k, float recent_min_entropy)
+      : RecentKPolicy(recent_k, recent_min_entropy), tau_(tau) {}
   StepPlan Plan(const PlanInput& input) override {
     if (first_ || max_entropy_ > tau_ * input.tau_scale) return StepPlan{true, {}};
     return Partial(input);
@@ -106,7 +111,8 @@ class EntropyPolicy final : public RecentKPolicy {
 
 class IntervalPolicy final : public RecentKPolicy {
  public:
-  IntervalPolicy(int interval, int recent_k) : RecentKPolicy(recent_k), interval_(interval) {}
+  IntervalPolicy(int interval, int recent_k, float recent_min_entropy)
+      : RecentKPolicy(recent_k, recent_min_entropy), interval_(interval) {}
   StepPlan Plan(const PlanInput& input) override {
     if (input.step % interval_ == 0) return StepPlan{true, {}};
     return Partial(input);
@@ -141,13 +147,15 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int voca
     case CachePolicyKind::kNone:
       return std::make_unique<NonePolicy>();
     case CachePolicyKind::kEntropy:
-      return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k);
+      return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k,
+                                             params.recent_min_entropy);
     case CachePolicyKind::kDual:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/false);
     case CachePolicyKind::kPrefix:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/true);
     case CachePolicyKind::kInterval:
-      return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k);
+      return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k,
+                                              params.recent_min_entropy);
     case CachePolicyKind::kD2Cache:
       return MakeD2CachePolicy(params.d2_current_k, params.d2_rollout_p, params.d2_sigma,
                                vocab_size);

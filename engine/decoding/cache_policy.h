@@ -27,7 +27,9 @@
 // Recent-k: committed tokens ranked by commit step, newest step first, ties within a step by
 // ascending position; the first k are taken, and the whole newest step is always included
 // (their cached K/V still encode [MASK], docs/method.md §8.4), so k = 0 refreshes exactly
-// the previous step's commits.
+// the previous step's commits. cache.recent_min_entropy (our variant, docs/method.md) drops
+// from the older ones those committed with less entropy than it: a confident token's K/V
+// settle once recomputed.
 //
 // Query rows are prediction positions; for a shifted-logit model (Dream) the planner adds
 // row p-1 of every predicted p (see PlanQueryRows). Thread-safety: none (engine worker).
@@ -37,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/core/attention_maps.h"
@@ -72,13 +75,15 @@ class CommitHistory {
  public:
   // Records one step's commits (any order).
   void Record(int step, std::span<const CommittedToken> committed);
-  // Positions of the recent-k selection (see file comment), ascending.
-  std::vector<int32_t> Recent(int k) const;
+  // Positions of the recent-k selection (see file comment), ascending; of the selected tokens
+  // committed before the newest step, only those committed with entropy >= min_entropy_nats
+  // (0 keeps them all).
+  std::vector<int32_t> Recent(int k, float min_entropy_nats = 0.0f) const;
 
  private:
   struct StepCommits {
     int step;
-    std::vector<int32_t> positions;  // ascending
+    std::vector<std::pair<int32_t, float>> tokens;  // (position, entropy), ascending position
   };
   std::vector<StepCommits> steps_;  // in commit order (ascending step)
 };

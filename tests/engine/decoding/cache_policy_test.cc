@@ -126,6 +126,37 @@ TEST_CASE("Recent-k ranks by commit step, ties by position, newest step whole",
   CHECK(empty.Recent(5).empty());
 }
 
+TEST_CASE("Recent-k with a minimum entropy keeps the newest step and the uncertain older ones",
+          "[decoding][cache_policy]") {
+  CommitHistory h;
+  h.Record(0, Commits({{10, 0.9f}, {11, 0.05f}}));
+  h.Record(1, Commits({{12, 0.5f}, {13, 0.2f}}));
+  h.Record(2, Commits({{14, 0.0f}, {15, 0.01f}}));  // newest: kept whatever its entropy
+  CHECK(h.Recent(6, 0.0f) == std::vector<int32_t>{10, 11, 12, 13, 14, 15});
+  CHECK(h.Recent(6, 0.2f) == std::vector<int32_t>{10, 12, 13, 14, 15});  // >= the floor
+  CHECK(h.Recent(6, 0.3f) == std::vector<int32_t>{10, 12, 14, 15});
+  // The floor filters the first k of the ranking; it never reaches past them: k = 4 ranks
+  // 14, 15, 12, 13, so position 10 (step 0) is out even though it is uncertain.
+  CHECK(h.Recent(4, 0.3f) == std::vector<int32_t>{12, 14, 15});
+  CHECK(h.Recent(6, std::numeric_limits<float>::infinity()) == std::vector<int32_t>{14, 15});
+
+  // Through the policy: a partial step recomputes the candidates and the filtered recents.
+  CacheParams c;
+  c.policy = CachePolicyKind::kEntropy;
+  c.entropy_threshold = 1.0f;
+  c.recent_k = 6;
+  c.recent_min_entropy = 0.3f;
+  auto policy = MakeCachePolicy(c, /*vocab_size=*/512);
+  const std::vector<int32_t> cand = {20, 21};
+  REQUIRE(policy->Plan(Input(0, cand)).full);
+  policy->Observe(0, Commits({{10, 0.9f}, {11, 0.05f}}));
+  policy->Observe(1, Commits({{12, 0.5f}, {13, 0.2f}}));
+  policy->Observe(2, Commits({{14, 0.0f}, {15, 0.01f}}));
+  const StepPlan plan = policy->Plan(Input(3, cand));
+  CHECK_FALSE(plan.full);
+  CHECK(plan.query_positions == std::vector<int32_t>{10, 12, 14, 15, 20, 21});
+}
+
 TEST_CASE("Dual refreshes at block starts and recomputes the block", "[decoding][cache_policy]") {
   CacheParams c;
   c.policy = CachePolicyKind::kDual;
