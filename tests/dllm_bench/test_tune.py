@@ -1,0 +1,88 @@
+"""bench/tune.py: equal budgets, Pareto fronts, the test picks and the goal figures; and one
+real val search on one item of a trained model (DLLM_BENCH names the dllm-bench binary)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from bench import tune
+
+
+def row(method, acc_diff, speedup, rows_per_token=50.0, overhead=0.001, decoding="block",
+        policy="p"):
+    return {"tune": {"method": method, "decoding": decoding, "policy": f"{policy}{speedup}"},
+            "vs_baseline": {"accuracy_diff": acc_diff, "accuracy_diff_se": 0.01},
+            "speedup_vs_baseline_cpu": speedup, "speedup_vs_baseline": speedup,
+            "rows_per_token": rows_per_token, "decision_overhead_frac": overhead,
+            "accuracy": 0.9 + acc_diff, "cpu_s_per_token": 0.001, "macs_per_token": 1e8,
+            "full_step_ratio": 0.1}
+
+
+class TuneTest(unittest.TestCase):
+    def test_every_method_has_the_same_budget(self):
+        self.assertTrue(all(len(p) == tune.BUDGET for p in tune.GRID.values()))
+        self.assertEqual(len({(d, p) for m in tune.GRID.values() for d, p in m}),
+                         tune.BUDGET * len(tune.GRID))  # no setting twice
+
+    def test_front_drops_dominated_points(self):
+        rows = [row("dual", 0.00, 10), row("dual", -0.02, 12), row("dual", -0.03, 11),
+                row("dual", 0.01, 5), row("dual", 0.00, 9)]
+        front = tune.front(rows)
+        # (-0.03, 11) is beaten by (-0.02, 12); (0.00, 9) by (0.00, 10).
+        self.assertEqual([(r["vs_baseline"]["accuracy_diff"], r["speedup_vs_baseline_cpu"])
+                          for r in front], [(-0.02, 12), (0.00, 10), (0.01, 5)])
+
+    def test_test_points(self):
+        rows = [row("dual", 0.00, 10), row("dual", -0.02, 12), row("dual", 0.01, 5)]
+        picks = tune.test_points(rows)
+        # The fastest within 1 point (10x), the most accurate (5x), the fastest (12x).
+        self.assertEqual([r["speedup_vs_baseline_cpu"] for r in picks], [10, 5, 12])
+        # No point within 1 point: the most accurate and the fastest only.
+        self.assertEqual([r["speedup_vs_baseline_cpu"]
+                          for r in tune.test_points([row("d2cache", -0.05, 20),
+                                                     row("d2cache", -0.02, 8)])], [8, 20])
+
+    def test_goal_figures(self):
+        rows = [row("entropy", -0.005, 30, rows_per_token=20),
+                row("entropy-min", -0.02, 60, rows_per_token=10),  # not within 1 point
+                row("elastic", 0.0, 12, overhead=0.03),
+                row("dual", 0.0, 14, rows_per_token=40),
+                row("d2cache", -0.001, 9, overhead=0.05)]
+        text = "\n".join(tune.goals(rows, [r for r in rows if r["tune"]["method"] == "dual"]))
+        self.assertIn("30.00x vanilla", text)
+        self.assertIn("Fastest other method within 1 point: dual", text)
+        self.assertIn("EntropyCache / it = 2.14 (goal >= 2)", text)
+        self.assertIn("ratio 0.50 (goal <= 0.6)", text)
+        self.assertIn("d2cache decision overhead: 5.00-5.00% (goal <= 9.2%)", text)
+        self.assertIn("elastic decision overhead: 3.00-3.00% (goal <= 14.5%)", text)
+        self.assertEqual(tune.goals([row("dual", 0.0, 14)], []),
+                         ["- No EntropyCache setting is within 1 point of vanilla."])
+
+    @unittest.skipUnless(os.environ.get("DLLM_BENCH"), "DLLM_BENCH names no dllm-bench")
+    def test_val_search_on_one_item(self):
+        """The whole val grid on one item of models/llada-cot: vanilla stored once, one row per
+        setting paired against it, and a second run measures nothing again."""
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [sys.executable, tune.__file__, "val", "models/llada-cot", "--limit", "1",
+                   "--out", out, "--bench", os.environ["DLLM_BENCH"]]
+            first = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(first.returncode, 0, first.stderr)
+            with open(os.path.join(out, "tune-llada-cot-val.jsonl"), encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len(rows), tune.BUDGET * len(tune.GRID))
+            for r in rows:
+                self.assertEqual(r["vs_baseline"]["tasks"], 1)
+                self.assertGreater(r["speedup_vs_baseline_cpu"], 0)
+                self.assertGreater(r["rows_per_token"], 0)
+            self.assertIn("Val fronts", first.stdout)
+            again = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertNotIn("tune: val", again.stderr)  # nothing measured twice
+            with open(os.path.join(out, "tune-llada-cot-val.jsonl"), encoding="utf-8") as f:
+                self.assertEqual(len(f.readlines()), len(rows))
+
+
+if __name__ == "__main__":
+    unittest.main()
