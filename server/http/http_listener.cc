@@ -206,8 +206,9 @@ class HttpListener::Impl {
 namespace {
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-// Bytes a client may send ahead (pipelining) while its reply is under way.
-constexpr size_t kMaxAheadBytes = size_t{64} << 10;
+// Bytes one read ahead takes: a client's next request (keep-alive, pipelined) sent while its
+// reply is under way is read no further than that until the reply is written.
+constexpr size_t kMaxAheadBytes = 4096;
 // How long an idle connection stays open once the listener stops (see StopServing).
 constexpr absl::Duration kStopGrace = absl::Milliseconds(200);
 // How often a connection whose client half-closed is checked for a reset.
@@ -362,7 +363,7 @@ class Connection final : public ConnectionBase {
   // bytes sent ahead, or the client's close (half or whole), or a reset.
   void ReadAhead() {
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
+    stream_.async_read_some(buffer_.prepare(kMaxAheadBytes),
                             [self = Self()](error_code ec, size_t n) { self->OnReadAhead(ec, n); });
   }
 
@@ -380,8 +381,11 @@ class Connection final : public ConnectionBase {
       return ReadHeader();
     }
     if (!ec) {
-      if (buffer_.size() < kMaxAheadBytes) ReadAhead();
-      return;
+      // The client sent its next request (keep-alive, pipelined) before this reply was
+      // written. Read no further: Finish parses the buffered bytes, which it could not do
+      // under an outstanding read (the request would wait for bytes that never come). Its
+      // leaving now shows through the liveness probe and the reply's write.
+      return WatchLiveness();
     }
     if (ec != asio::error::eof && ec != asio::ssl::error::stream_truncated) return Close();
     // The client half-closed: it may still read. Keep answering; prompt a reset from a
@@ -544,7 +548,13 @@ class Connection final : public ConnectionBase {
     }
     source_ = std::move(reply.source);
     source_done_ = false;
-    ReadAhead();  // notice a client that leaves while its reply is produced
+    // Notice a client that leaves while its reply is produced: by a read when nothing is
+    // buffered, else (a pipelined request waits) by the liveness probe (see OnReadAhead).
+    if (buffer_.size() > 0) {
+      WatchLiveness();
+    } else {
+      ReadAhead();
+    }
     std::weak_ptr<ConnectionBase> weak = shared_from_this();
     source_->Start([weak, executor = executor()] {
       asio::post(executor, [weak] {

@@ -229,6 +229,33 @@ TEST_CASE("http listener: keep-alive and pipelined requests are answered in orde
   CHECK(both.find("Connection: keep-alive") < first);
 }
 
+TEST_CASE("http listener: a request sent while a streamed reply is under way is answered") {
+  // The next request on a keep-alive connection arrives before the reply is written, in the
+  // same segment as the first (pipelined) or later (a client or proxy that sends as soon as it
+  // has read the reply's head). Both used to wait for bytes that never came: lost.
+  Fixture f;
+  for (const bool same_segment : {true, false}) {
+    INFO("same segment " << same_segment);
+    Client c(f.port());
+    REQUIRE(c.connected());
+    if (same_segment) {
+      c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+    } else {
+      c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    std::shared_ptr<ManualSource> source = f.routes.Source(same_segment ? 0 : 1);
+    REQUIRE(source != nullptr);
+    if (!same_segment) c.Send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+    absl::SleepFor(absl::Milliseconds(200));  // the listener has read the second request
+    source->Finish();
+    const std::string both = c.Read(
+        absl::Seconds(5), [](const std::string& s) { return absl::EndsWith(s, "GET /next "); });
+    CHECK(absl::StrContains(both, "\r\n\r\ndone"));
+    CHECK(absl::EndsWith(both, "GET /next "));
+    CHECK_FALSE(source->abandoned);
+  }
+}
+
 TEST_CASE("http listener: a malformed request gets a 400 naming the problem, then a close") {
   Fixture f;
   for (const char* head :
