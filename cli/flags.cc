@@ -55,12 +55,19 @@ absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args,
     std::optional<std::string> value;
     if (eq != absl::string_view::npos) value = std::string(arg.substr(eq + 1));
     const std::string name = absl::StrReplaceAll(spelled.substr(2), {{"-", "_"}});
+    // An empty value is refused rather than read as the default (an optional flag parses ""
+    // as unset): a templated command line whose variable is unset, `--config "$CFG"`, must
+    // not start on the built-in configuration.
     auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (value) return *value;
-      if (it + 1 == end) {
+      if (!value && it + 1 == end) {
         return absl::InvalidArgumentError(absl::StrCat(spelled, ": missing value"));
       }
-      return *++it;
+      std::string v = value ? *value : *++it;
+      if (v.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(spelled, ": empty value (leave the flag out for its default)"));
+      }
+      return v;
     };
     const auto r = std::find_if(repeated.begin(), repeated.end(), [&](const std::string& n) {
       return absl::StrReplaceAll(n, {{"-", "_"}}) == name;

@@ -15,7 +15,8 @@
 //   --name, --name=true|false    bool flags (absl's spellings: 1/0, yes/no, t/f, y/n too)
 //   -h, --help                   anywhere before "--": ParsedArgs::help, nothing else is parsed
 //   --                           everything after it is positional
-// A flag given twice keeps the last value (as with absl::ParseCommandLine).
+// A flag given twice keeps the last value (as with absl::ParseCommandLine). An empty value
+// ("--config ''", "--model=") is an error naming the flag, never the default.
 // Dashes in a name stand for the flag's underscores (--max-new-tokens sets
 // FLAGS_max_new_tokens; --max_new_tokens works too). Every other argument, one starting with a
 // single '-' included (a prompt may), is positional.

@@ -110,6 +110,17 @@ TEST_CASE("cli flags: -h and --help anywhere before -- ask for help") {
   CHECK(Parse({"--bogus", "--help"}).parsed.help);
 }
 
+TEST_CASE("cli flags: an empty value is refused, never taken as the default") {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--name", ""}, {"--name="}, {"--rate", ""}, {"--json="}}) {
+    const std::string e = Error(args);
+    CHECK(e.find(": empty value (leave the flag out for its default)") != std::string::npos);
+    CHECK(e.find(args[0].substr(0, args[0].find('='))) == 0);
+  }
+  CHECK(Error({"--policy", ""}, {"policy"}) ==
+        "--policy: empty value (leave the flag out for its default)");
+}
+
 TEST_CASE("cli flags: errors name the flag as written") {
   CHECK(Error({"--bogus"}) == "unknown flag '--bogus'");
   CHECK(Error({"--max-new-token=3"}) == "unknown flag '--max-new-token'");

@@ -603,6 +603,13 @@ class E2ETest(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--bogus", r.stderr)
+        # An empty value (a templated command line with an unset variable) names the flag; it
+        # never means the built-in config (no tokens, every interface).
+        for empty in (["--config", ""], ["--model="], ["--backend", ""]):
+            r = subprocess.run([os.path.join(BIN_DIR, "dllm-server")] + empty,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, empty)
+            self.assertIn(f"{empty[0].rstrip('=')}: empty value", r.stderr)
         missing = self.start(wait=False, extra_args=["--model", os.path.join(self.tmp, "none")])
         self.assertEqual(missing.proc.wait(timeout=30), 1)
         failed = missing.records("startup_failed")
