@@ -1,5 +1,8 @@
 #include "client/client_options.h"
 
+#include <cmath>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
@@ -82,7 +85,19 @@ absl::StatusOr<ClientOptions> FinishClientOptions(ClientOptions o,
   // A CA or a client certificate means TLS.
   if (!o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty()) o.tls = true;
   if (o.show_canvas && o.canvas_every == 0) o.canvas_every = 1;
-  if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency: must be >= 1");
+  // One thread per concurrent call: beyond the cap a typo exhausts threads and aborts.
+  if (o.concurrency < 1 || o.concurrency > kMaxLoadConcurrency) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--concurrency: must be in [1, ", kMaxLoadConcurrency, "]"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair{"--timeout", o.timeout_seconds}, std::pair{"--duration", o.duration_seconds}}) {
+    if (value && !(*value > 0 && std::isfinite(*value))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": must be a positive number of seconds"));
+    }
+  }
+  if (o.requests && *o.requests < 1) return absl::InvalidArgumentError("--requests: must be >= 1");
   if (o.command == "load" && !o.duration_seconds && !o.requests) o.requests = 10;
   if (!o.cert_file.empty() != !o.key_file.empty()) {
     return absl::InvalidArgumentError("--cert and --key must be given together");

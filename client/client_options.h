@@ -29,6 +29,9 @@
 
 namespace dllm::client {
 
+// dllm-client load runs one thread per concurrent call.
+inline constexpr int kMaxLoadConcurrency = 1024;
+
 struct ClientOptions {
   bool help = false;  // -h or --help: print ClientUsage() and nothing else
   std::string command;
@@ -62,7 +65,7 @@ struct ClientOptions {
   std::string service;
   double wait_seconds = 0;
   // load
-  int concurrency = 1;
+  int concurrency = 1;  // [1, kMaxLoadConcurrency]
   std::optional<double> duration_seconds;
   std::optional<int> requests;
   bool stream = false;

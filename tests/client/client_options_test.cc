@@ -50,6 +50,12 @@ TEST_CASE("client options: errors name the problem") {
   CHECK(Error({"generate", "--bogus"}) == "unknown flag '--bogus'");
   CHECK(Error({"--address"}) == "--address: missing value");
   CHECK(Error({"generate", "--cert", "c"}) == "--cert and --key must be given together");
+  CHECK(Error({"load", "--concurrency", "100000"}) == "--concurrency: must be in [1, 1024]");
+  CHECK(Error({"load", "--concurrency", "0"}) == "--concurrency: must be in [1, 1024]");
+  CHECK(Error({"load", "--duration", "-1"}) == "--duration: must be a positive number of seconds");
+  CHECK(Error({"load", "--duration", "nan"}) == "--duration: must be a positive number of seconds");
+  CHECK(Error({"generate", "--timeout", "0"}) == "--timeout: must be a positive number of seconds");
+  CHECK(Error({"load", "--requests", "-3"}) == "--requests: must be >= 1");
 }
 
 TEST_CASE("client options: generation options are typed") {
@@ -116,7 +122,8 @@ TEST_CASE("client options: FinishClientOptions takes the command and prompt, the
   CHECK(o->requests == 10);
   ClientOptions bad;
   bad.concurrency = 0;
-  CHECK(FinishClientOptions(bad, {"load"}).status().message() == "--concurrency: must be >= 1");
+  CHECK(FinishClientOptions(bad, {"load"}).status().message() ==
+        "--concurrency: must be in [1, 1024]");
 }
 
 TEST_CASE("client options: -h and --help before \"--\" ask for the usage") {

@@ -592,6 +592,10 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(s.client("generate", "Hi").returncode, 0)
         self.assertIn("dllm_requests_total", s.metrics_text())
         self.assertEqual(s.stop(), 0)
+        # A load test whose every call failed (the server is gone) exits 1, not 0.
+        r = s.client("load", "--requests", "3", "--timeout", "5", "Hi")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("none of 3 calls succeeded", r.stderr)
         bad = os.path.join(self.tmp, "bad.yaml")
         with open(bad, "w") as f:
             f.write("engine:\n  modle: x\n")
