@@ -27,6 +27,7 @@ with a "tune" object naming its method and specs), tune-<model>-vanilla-{val,tes
 (the stored baselines).
 
 Usage: bench/tune.py val|test|report MODEL_DIR [--bench PATH] [--limit N] [--out DIR]
+                                            [--methods M1,M2,...]
 """
 import argparse
 import json
@@ -193,18 +194,21 @@ def by_method(rows):
     return out
 
 
-def grid_settings():
-    return [(m, d, p) for m, pairs in GRID.items() for d, p in pairs]
+def grid_settings(methods):
+    return [(m, d, p) for m in methods for d, p in GRID[m]]
 
 
-def chosen_settings(out, model):
+def chosen_settings(out, model, methods):
+    """Every method's test points, first picks first (so that a run cut short has measured
+    each method's best point)."""
     val = by_method(read_rows(paths(out, model, "val")["rows"]))
-    missing = [m for m in GRID if len(val.get(m, [])) < len(GRID[m])]
+    missing = [m for m in methods if len(val.get(m, [])) < len(GRID[m])]
     if missing:
         sys.exit(f"tune: the val search is not complete for {', '.join(missing)} "
                  f"(run bench/tune.py val {model})")
-    return [(m, r["tune"]["decoding"], r["tune"]["policy"])
-            for m in GRID for r in test_points(val[m])]
+    picks = {m: test_points(val[m]) for m in methods}
+    return [(m, picks[m][i]["tune"]["decoding"], picks[m][i]["tune"]["policy"])
+            for i in range(TEST_POINTS) for m in methods if i < len(picks[m])]
 
 
 def row_cells(r):
@@ -299,13 +303,19 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="first N items only (smoke runs)")
     ap.add_argument("--out", default=os.path.join("docs", "results"),
                     help="where the rows and stored baselines go")
+    ap.add_argument("--methods", default=",".join(GRID),
+                    help="comma-separated methods to run (default: all; e.g. two processes "
+                    "sharing a model's work)")
     args = ap.parse_args()
+    methods = args.methods.split(",")
+    if not all(m in GRID for m in methods):
+        sys.exit(f"tune: --methods: unknown method in {args.methods} (known: {', '.join(GRID)})")
     os.makedirs(args.out, exist_ok=True)
     assert all(len(pairs) == BUDGET for pairs in GRID.values()), "unequal budgets"
     if args.stage == "val":
-        run_settings(args, args.model, "val", grid_settings())
+        run_settings(args, args.model, "val", grid_settings(methods))
     elif args.stage == "test":
-        run_settings(args, args.model, "test", chosen_settings(args.out, args.model))
+        run_settings(args, args.model, "test", chosen_settings(args.out, args.model, methods))
     print("\n".join(report(args.out, args.model)))
 
 
