@@ -233,6 +233,17 @@ class Routes final : public HttpRoutes {
                                  "' is not accepted: send the request body uncompressed"),
                     "unsupported_encoding", absl::StatusCode::kInvalidArgument);
     }
+    if (method == nullptr) {
+      // Only the generation calls take a body: any other route refuses one from its head, so
+      // that no unauthenticated path reads (or answers Expect: 100-continue for) a body.
+      const auto length = head.Header("Content-Length");
+      uint64_t bytes = 0;
+      if (length && (!absl::SimpleAtoi(std::string(*length), &bytes) || bytes > 0)) {
+        return JsonResponse(
+            413, HttpErrorBody(absl::StrCat(head.method, " ", head.path, " takes no request body"),
+                               "invalid_request_error", "body_not_accepted"));
+      }
+    }
     if (method != nullptr) {
       Engine* engine = nullptr;
       if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);

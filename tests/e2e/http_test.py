@@ -461,6 +461,14 @@ class HttpTest(unittest.TestCase):
                                  "Content-Length: 2\r\nContent-Length: 40\r\n\r\n", b"{}")
         self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
         self.assertEqual(reply["error"]["message"], "more than one Content-Length header")
+        # Routes that take no body refuse one from the head, token or not, without a
+        # 100 Continue (exchange reads the first status line: a 100 would come first).
+        for head in ("GET /v1/models HTTP/1.1\r\n", "POST /health HTTP/1.1\r\n",
+                     "PUT /nowhere HTTP/1.1\r\n"):
+            status, reply = exchange(head + "Host: x\r\nContent-Length: 4000000\r\n"
+                                     "Expect: 100-continue\r\n\r\n")
+            self.assertEqual(status, "HTTP/1.1 413 Payload Too Large", reply)
+            self.assertIn("takes no request body", reply["error"]["message"])
         status, reply = exchange("GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth +
                                  "X-Probe: a\rb\r\n\r\n")
         self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
