@@ -409,6 +409,7 @@ class Connection final : public ConnectionBase {
 
   void ReadHeader() {
     phase_ = Phase::kReading;
+    request_deadline_ = absl::Now() + options_.read_timeout;
     Arm(options_.read_timeout);  // from the request's first byte to its last
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
@@ -506,15 +507,18 @@ class Connection final : public ConnectionBase {
     }
     if (!parser_->is_done() && parser_->get()[http::field::expect] == "100-continue" &&
         version_ >= 11) {
-      return Write(std::string(kContinue), [](Connection& self) { self.ReadBody(); });
+      return Write(std::string(kContinue), [](Connection& self) { self.ReadBody(true); });
     }
-    ReadBody();
+    ReadBody(false);
   }
 
-  void ReadBody() {
+  // `after_continue`: the client was told to send its body just now (it may have waited for
+  // that), so the body gets a whole read_timeout; otherwise ReadHeader's deadline stands,
+  // read_timeout from the request's first byte.
+  void ReadBody(bool after_continue) {
     if (parser_->is_done()) return OnBody({});
     parser_->body_limit(options_.max_body_bytes);
-    Arm(options_.read_timeout);  // ReadHeader's deadline, moved by a 100 Continue at most
+    Arm(after_continue ? options_.read_timeout : request_deadline_ - absl::Now());
     reading_ = true;
     http::async_read(stream_, buffer_, *parser_,
                      [self = Self()](error_code ec, size_t) { self->OnBody(ec); });
@@ -662,6 +666,7 @@ class Connection final : public ConnectionBase {
   std::string out_;
 
   Phase phase_ = Phase::kIdle;
+  absl::Time request_deadline_;  // read_timeout after the current request's first byte
   Framing framing_ = Framing::kLength;
   int version_ = 11;
   int requests_ = 0;

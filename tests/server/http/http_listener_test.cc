@@ -316,6 +316,24 @@ TEST_CASE("http listener: Expect: 100-continue gets its interim response before 
   CHECK(Body(c.ReadResponse()) == "POST /e hi");
 }
 
+TEST_CASE("http listener: head and body share one deadline from the request's first byte") {
+  // read_timeout 1 s. The head completes at 0.8 s and the body would at 1.4 s: the request
+  // is closed at 1 s (the body's time used to start over when the head completed: 1.8 s).
+  HttpListenerOptions options;
+  options.read_timeout = absl::Seconds(1);
+  Fixture f(options);
+  Client c(f.port());
+  REQUIRE(c.connected());
+  c.Send("POST /late HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n");
+  absl::SleepFor(absl::Milliseconds(800));
+  c.Send("\r\n");
+  absl::SleepFor(absl::Milliseconds(600));
+  send(c.fd(), "abcd", 4, MSG_NOSIGNAL);  // may fail: the server has closed
+  const std::string reply = c.Read(absl::Seconds(3));
+  CHECK(reply.find("POST /late abcd") == std::string::npos);
+  CHECK(c.ClosedWithin(absl::Seconds(1)));
+}
+
 TEST_CASE("http listener: slow and idle clients hold no thread, and their deadlines close them") {
   HttpListenerOptions options;
   options.threads = 1;
