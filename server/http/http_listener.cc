@@ -96,6 +96,10 @@ std::optional<std::string> DescribeMalformedHead(std::string_view raw) {
     const std::string_view line = lines[i];
     const size_t colon = line.find(':');
     const std::string_view name = line.substr(0, colon);
+    if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) {
+      return absl::StrCat("header line ", i, " ('", Quote(line),
+                          "') continues the previous one (obsolete line folding)");
+    }
     if (colon == std::string_view::npos) {
       if (line.find_first_of("\r\n") != std::string_view::npos) {
         return absl::StrCat("header line ", i, " ('", Quote(line), "') holds a bare CR or LF");
@@ -425,6 +429,12 @@ class Connection final : public ConnectionBase {
     const auto data = buffer_.data();
     const std::string_view raw(static_cast<const char*>(data.data()), data.size());
     if (raw.find("\r\n\r\n") != std::string_view::npos) return ParseHead(raw);
+    // A head whose lines end in a bare LF never holds CRLF CRLF: refuse it now rather than
+    // wait for the read timeout.
+    if (raw.find("\n\n") != std::string_view::npos) {
+      return RefuseMalformed(http::error::bad_line_ending,
+                             "the head's lines end in a bare LF (HTTP/1.1 needs CRLF)");
+    }
     if (raw.size() >= options_.max_header_bytes) {
       return RefuseMalformed(http::error::header_limit);
     }
@@ -449,6 +459,11 @@ class Connection final : public ConnectionBase {
       if (ec != http::error::header_limit) why = DescribeMalformedHead(raw);
       return RefuseMalformed(ec, why);
     }
+    // Framing the parser accepts but a proxy may read otherwise (two equal Content-Lengths,
+    // obs-fold) is refused as the parser's own errors are.
+    if (std::optional<std::string> why = DescribeMalformedHead(raw)) {
+      return RefuseMalformed(http::error::bad_field, std::move(why));
+    }
     buffer_.consume(used);
     OnHeader();
   }
@@ -458,7 +473,15 @@ class Connection final : public ConnectionBase {
     HttpRequestHead head;
     head.method = std::string(message.method_string());
     head.target = std::string(message.target());
-    head.path = head.target.substr(0, head.target.find('?'));
+    // The absolute form (RFC 9112 §3.2.2: "http://host/path?q", which a server must accept)
+    // names the same path as the origin form.
+    std::string_view origin = head.target;
+    if (const size_t scheme = origin.find("://");
+        scheme != std::string_view::npos && origin.find('/') > scheme) {
+      const size_t slash = origin.find('/', scheme + 3);
+      origin = slash == std::string_view::npos ? "/" : origin.substr(slash);
+    }
+    head.path = std::string(origin.substr(0, origin.find('?')));
     head.version = static_cast<int>(message.version());
     for (const auto& field : message) {
       head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));

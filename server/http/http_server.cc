@@ -234,11 +234,13 @@ class Routes final : public HttpRoutes {
                     "unsupported_encoding", absl::StatusCode::kInvalidArgument);
     }
     if (method == nullptr) {
-      // Only the generation calls take a body: any other route refuses one from its head, so
-      // that no unauthenticated path reads (or answers Expect: 100-continue for) a body.
+      // Only the generation calls take a body: any other request with one is refused from
+      // its head (404 where nothing is served, else 413), so that no unauthenticated path
+      // reads (or answers Expect: 100-continue for) a body.
       const auto length = head.Header("Content-Length");
       uint64_t bytes = 0;
       if (length && (!absl::SimpleAtoi(std::string(*length), &bytes) || bytes > 0)) {
+        if (!Serves(head.path)) return NoRoute(head);
         return JsonResponse(
             413, HttpErrorBody(absl::StrCat(head.method, " ", head.path, " takes no request body"),
                                "invalid_request_error", "body_not_accepted"));
@@ -261,19 +263,19 @@ class Routes final : public HttpRoutes {
     const bool get = head.method == "GET" || head.method == "HEAD";
     const std::string& path = head.path;
     if (path == "/v1/chat/completions" || path == "/v1/completions") {
-      if (head.method != "POST") return Reply(MethodNotAllowed(head));
+      if (head.method != "POST") return Reply(MethodNotAllowed(head, "POST"));
       return Generate(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
                                                 : OpenAiEndpoint::kChatCompletions,
                       GenerationMethod(head), request);
     }
     if (path == "/health") {
-      if (!get) return Reply(MethodNotAllowed(head));
+      if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       const bool serving = gateway_->Serving();
       return Reply(JsonResponse(serving ? 200 : 503, serving ? R"({"status":"serving"})"
                                                              : R"({"status":"not_serving"})"));
     }
     if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
-      if (!get) return Reply(MethodNotAllowed(head));
+      if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       Engine* engine = nullptr;
       if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
           !st.ok()) {
@@ -289,11 +291,11 @@ class Routes final : public HttpRoutes {
     if (path == "/v1/dllm/fields") {
       // The request fields' table (names, types, ranges, docs): no token, like the
       // playground's files; it describes the API, not the server's data.
-      if (!get) return Reply(MethodNotAllowed(head));
+      if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       return Reply(JsonResponse(200, DumpJson(ParamFieldsJson())));
     }
     if (path == "/v1/dllm/model_info") {
-      if (!get) return Reply(MethodNotAllowed(head));
+      if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       return Reply(ModelInfo(head));
     }
     // The playground: static files compiled into the binary, no token needed (they hold no
@@ -303,7 +305,7 @@ class Routes final : public HttpRoutes {
                              ? path == "/"
                              : path == absl::StrCat("/playground/", std::string(asset.name));
       if (!match) continue;
-      if (!get) return Reply(MethodNotAllowed(head));
+      if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       HttpResponse r;
       r.content_type = std::string(asset.content_type);
       r.body = std::string(asset.body);
@@ -314,9 +316,30 @@ class Routes final : public HttpRoutes {
                     "base-uri 'none'; frame-ancestors 'none'"}};
       return Reply(std::move(r));
     }
-    return Reply(
-        JsonResponse(404, HttpErrorBody(absl::StrCat("no route for ", head.method, " ", path),
-                                        "not_found_error", "not_found")));
+    return Reply(NoRoute(head));
+  }
+
+  static HttpResponse NoRoute(const HttpRequestHead& head) {
+    return JsonResponse(404,
+                        HttpErrorBody(absl::StrCat("no route for ", head.method, " ", head.path),
+                                      "not_found_error", "not_found"));
+  }
+
+  // Whether Handle serves `path` (for some method): the API paths and the playground's files.
+  static bool Serves(const std::string& path) {
+    if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/health" ||
+        path == "/v1/models" || absl::StartsWith(path, "/v1/models/") ||
+        path == "/v1/dllm/fields" || path == "/v1/dllm/model_info") {
+      return true;
+    }
+    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+      if (path == (asset.name == "index.html"
+                       ? std::string("/")
+                       : absl::StrCat("/playground/", std::string(asset.name)))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   HttpResponse Refusal(const HttpRequestHead* head, int status, std::string_view message,
@@ -348,10 +371,13 @@ class Routes final : public HttpRoutes {
                                                : nullptr;
   }
 
-  static HttpResponse MethodNotAllowed(const HttpRequestHead& head) {
-    return JsonResponse(
+  // `allow`: the methods the path takes (RFC 9110 §15.5.6: a 405 carries Allow).
+  static HttpResponse MethodNotAllowed(const HttpRequestHead& head, std::string_view allow) {
+    HttpResponse r = JsonResponse(
         405, HttpErrorBody(absl::StrCat("method ", head.method, " not allowed on ", head.path),
                            "invalid_request_error", "method_not_allowed"));
+    r.headers.emplace_back("Allow", std::string(allow));
+    return r;
   }
 
   static int64_t Created() { return absl::ToUnixSeconds(absl::Now()); }

@@ -217,6 +217,20 @@ class HttpTest(unittest.TestCase):
         status, models = get(s.http_port, "/v1/models")
         self.assertEqual((status, [m["id"] for m in models["data"]]), (200, ["llada-tiny"]))
         self.assertEqual(get(s.http_port, "/health", token=None), (200, {"status": "serving"}))
+        # A 405 names the methods the path takes; an absolute-form target is the same path.
+        sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
+        sock.sendall(b"DELETE /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        reply = read_to_close(sock)
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 405 "), reply[:200])
+        self.assertIn(b"\r\nAllow: GET, HEAD\r\n", reply)
+        sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
+        sock.sendall(b"GET http://127.0.0.1/health HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: close\r\n\r\n")
+        reply = read_to_close(sock)
+        sock.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 OK"), reply[:200])
+        self.assertIn(b'{"status":"serving"}', reply)
 
     def test_stop(self):
         """stop strings cut the answer before the first match and end the request early."""
@@ -462,13 +476,15 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
         self.assertEqual(reply["error"]["message"], "more than one Content-Length header")
         # Routes that take no body refuse one from the head, token or not, without a
-        # 100 Continue (exchange reads the first status line: a 100 would come first).
-        for head in ("GET /v1/models HTTP/1.1\r\n", "POST /health HTTP/1.1\r\n",
-                     "PUT /nowhere HTTP/1.1\r\n"):
-            status, reply = exchange(head + "Host: x\r\nContent-Length: 4000000\r\n"
-                                     "Expect: 100-continue\r\n\r\n")
-            self.assertEqual(status, "HTTP/1.1 413 Payload Too Large", reply)
-            self.assertIn("takes no request body", reply["error"]["message"])
+        # 100 Continue (exchange reads the first status line: a 100 would come first); a path
+        # nothing serves is a 404, also before its body.
+        for head, want, why in (("GET /v1/models", 413, "takes no request body"),
+                                ("POST /health", 413, "takes no request body"),
+                                ("PUT /nowhere", 404, "no route for PUT /nowhere")):
+            status, reply = exchange(head + " HTTP/1.1\r\nHost: x\r\n"
+                                     "Content-Length: 4000000\r\nExpect: 100-continue\r\n\r\n")
+            self.assertTrue(status.startswith("HTTP/1.1 %d " % want), (status, reply))
+            self.assertIn(why, reply["error"]["message"])
         status, reply = exchange("GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth +
                                  "X-Probe: a\rb\r\n\r\n")
         self.assertEqual(status, "HTTP/1.1 400 Bad Request", reply)
@@ -556,6 +572,13 @@ class HttpTest(unittest.TestCase):
             ("GET /health HTTP/1.1\r\nHost : x\r\n\r\n", "invalid character in its name"),
             ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
              "Content-Length: 3\r\n\r\n{}", "more than one Content-Length"),
+            # Equal values too (the parser took them), obs-fold, and bare-LF heads (which used
+            # to wait for the read timeout).
+            ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+             "Content-Length: 2\r\n\r\n{}", "more than one Content-Length"),
+            ("GET /health HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\n\r\n",
+             "obsolete line folding"),
+            ("GET /health HTTP/1.1\nHost: x\n\n", "bare LF"),
         ]
         for head, why in cases:
             with self.subTest(head=head):

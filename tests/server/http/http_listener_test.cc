@@ -209,6 +209,11 @@ TEST_CASE("http listener: malformed heads are described, naming the header") {
         "both Content-Length and Transfer-Encoding");
   CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\n: x\r\n\r\n") ==
         "header line 1 (': x') has no name");
+  CHECK(DescribeMalformedHead("GET / HTTP/1.1\r\nX-A: 1\r\n\t2\r\n\r\n") ==
+        "header line 2 ('\\t2') continues the previous one (obsolete line folding)");
+  CHECK(DescribeMalformedHead(
+            "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}") ==
+        "more than one Content-Length header");
 }
 
 TEST_CASE("http listener: keep-alive and pipelined requests are answered in order") {
