@@ -233,7 +233,11 @@ enum class Framing { kLength, kChunked, kUntilClose };
 std::string SerializeHead(const HttpResponse& r, Framing framing, bool keep_alive,
                           absl::Duration idle_timeout) {
   std::string out = absl::StrCat("HTTP/1.1 ", r.status, " ", Reason(r.status), "\r\n");
-  if (!r.content_type.empty()) absl::StrAppend(&out, "Content-Type: ", r.content_type, "\r\n");
+  // nosniff on every typed response: a browser must not read JSON or SSE as another type.
+  if (!r.content_type.empty()) {
+    absl::StrAppend(&out, "Content-Type: ", r.content_type,
+                    "\r\nX-Content-Type-Options: nosniff\r\n");
+  }
   for (const auto& [name, value] : r.headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
   switch (framing) {
     case Framing::kLength:

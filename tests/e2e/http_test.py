@@ -168,7 +168,8 @@ class HttpTest(unittest.TestCase):
             self.assertNotEqual(c["choices"][0]["delta"]["content"], "")
         self.assertIn("text/event-stream", subprocess.run(
             ["curl", "-sS", "-o", "/dev/null", "-w", "%{content_type}", "-H",
-             "Authorization: Bearer " + TOKEN, "-d", json.dumps(dict(body, stream=True)),
+             "Authorization: Bearer " + TOKEN, "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(body, stream=True)),
              "http://127.0.0.1:%d/v1/chat/completions" % s.http_port],
             capture_output=True, text=True, timeout=120).stdout)
 
@@ -210,6 +211,19 @@ class HttpTest(unittest.TestCase):
                            dict(chat, messages=[{"role": "user", "content": "z" * 5000}]))
         self.assertEqual(status, 413, err)
         self.assertIn("error", err)
+        # JSON only (a page may post text/plain or a form cross-origin with no preflight),
+        # and every typed reply says nosniff.
+        for ctype in ("text/plain", "application/x-www-form-urlencoded"):
+            req = urllib.request.Request(
+                "http://127.0.0.1:%d/v1/chat/completions" % s.http_port,
+                data=json.dumps(chat).encode(),
+                headers={"Authorization": "Bearer " + TOKEN, "Content-Type": ctype})
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(req, timeout=30)
+            self.assertEqual(refused.exception.code, 415, ctype)
+            self.assertEqual(refused.exception.headers["X-Content-Type-Options"], "nosniff")
+            self.assertIn("Content-Type must be application/json",
+                          json.loads(refused.exception.read())["error"]["message"])
         status, err = post(s.http_port, "/v1/embeddings", {"model": "llada-tiny"})
         self.assertEqual((status, err["error"]["type"]), (404, "not_found_error"))
         status, err = get(s.http_port, "/v1/models", token=None)
@@ -252,7 +266,8 @@ class HttpTest(unittest.TestCase):
         # The engine request ended at the stop, long before the canvas was done.
         self.assertLess(cut["cache_stats"]["steps"], full["cache_stats"]["steps"])
         r = subprocess.run(
-            ["curl", "-N", "-sS", "-d", json.dumps(dict(base, stop=stop, stream=True)),
+            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(base, stop=stop, stream=True)),
              "http://127.0.0.1:%d/v1/completions" % s.http_port],
             capture_output=True, text=True, timeout=120)
         chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
