@@ -185,14 +185,34 @@ class LibraryLogRoute {
 };
 
 // Every client connection is a descriptor, and the usual soft limit (1024) is far below
-// http.max_connections: use what the hard limit allows, as nginx and Go servers do.
-void RaiseOpenFileLimit(Logger& logger) {
-  if (rlimit files = {}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+// http.max_connections: use what the hard limit allows, as nginx and Go servers do. Where even
+// that cannot hold http.max_connections beside the descriptors the rest of the server needs
+// (gRPC, metrics, model files, logs: kReservedFiles), HTTP takes fewer connections and says
+// so, rather than let a flood of connections starve /metrics and gRPC of descriptors.
+void FitConnectionsToOpenFileLimit(Logger& logger, HttpSection* http) {
+  constexpr rlim_t kReservedFiles = 256;
+  rlimit files = {};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  if (files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
       logger.Warning("open_file_limit", {{"detail", std::string("cannot raise RLIMIT_NOFILE")}});
+      getrlimit(RLIMIT_NOFILE, &files);
     }
   }
+  if (files.rlim_cur == RLIM_INFINITY) return;
+  const rlim_t wanted = static_cast<rlim_t>(http->max_connections) + kReservedFiles;
+  if (files.rlim_cur >= wanted) return;
+  const int fitting = files.rlim_cur > 2 * kReservedFiles
+                          ? static_cast<int>(files.rlim_cur - kReservedFiles)
+                          : static_cast<int>(files.rlim_cur / 2);
+  logger.Warning("open_file_limit",
+                 {{"detail", std::string("http.max_connections lowered to fit the open-file "
+                                         "limit (raise `ulimit -n` to allow more)")},
+                  {"open_file_limit", static_cast<int64_t>(files.rlim_cur)},
+                  {"configured", static_cast<int64_t>(http->max_connections)},
+                  {"max_connections", static_cast<int64_t>(fitting)}});
+  http->max_connections = fitting;
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> CreateAuthenticator(const AuthSection& auth) {
@@ -414,7 +434,7 @@ int Run(int argc, char** argv) {
     return 1;
   };
   if (absl::Status st = InstallStopSignalHandlers(); !st.ok()) return fail("signals", st);
-  RaiseOpenFileLimit(logger);
+  FitConnectionsToOpenFileLimit(logger, &config.http);
 
   absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth = CreateAuthenticator(config.auth);
   if (!auth.ok()) return fail("auth", auth.status());

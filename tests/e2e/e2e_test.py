@@ -15,6 +15,7 @@ Only the Python standard library is used (run with /usr/bin/python3).
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -70,7 +71,7 @@ class Server:
     """A dllm-server process with a temporary JSON-as-YAML config and a JSON log."""
 
     def __init__(self, workdir, model, overrides=None, env=None, extra_args=(), wait=True,
-                 use_flags_for_ports=False):
+                 use_flags_for_ports=False, open_file_limit=None):
         self.workdir = workdir
         self.port = free_port()
         self.metrics_port = free_port()
@@ -96,8 +97,13 @@ class Server:
         if use_flags_for_ports:
             args += ["--port", str(self.port), "--metrics-port", str(self.metrics_port)]
         args += list(extra_args)
+
+        def limit_files():
+            if open_file_limit:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_file_limit, open_file_limit))
         self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=dict(os.environ, **(env or {})),
+                                     preexec_fn=limit_files)
         self.address = "127.0.0.1:%d" % self.port
         if wait:
             self.wait_serving()
@@ -614,6 +620,13 @@ class E2ETest(unittest.TestCase):
                                capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 2, empty)
             self.assertIn(f"{empty[0].rstrip('=')}: empty value", r.stderr)
+        # Under an open-file limit too low for http.max_connections (4096) beside what the
+        # rest needs, HTTP takes fewer connections and says so.
+        tight = self.start(open_file_limit=600)
+        [lowered] = tight.records("open_file_limit")
+        self.assertEqual((lowered["open_file_limit"], lowered["configured"],
+                          lowered["max_connections"]), (600, 4096, 344))
+        self.assertEqual(tight.stop(), 0)
         missing = self.start(wait=False, extra_args=["--model", os.path.join(self.tmp, "none")])
         self.assertEqual(missing.proc.wait(timeout=30), 1)
         failed = missing.records("startup_failed")
