@@ -184,7 +184,7 @@ struct ModelInfo {
   // gen_length when the folder has one, else 64.
   int default_max_new_tokens = 64;
   DecodingParams default_decoding;  // per-family defaults
-  CacheParams default_cache;        // EntropyCache (tau 0.5 nats, recent_k 32)
+  CacheParams default_cache;        // EntropyCache at the family's tuned tau and k (model_family.h)
   // Multiply-adds of the model's arithmetic (engine/model/step_flops.h halved), for cost per
   // token that does not depend on the machine: a computed query row costs
   // row_macs + key_macs * (keys it attends to) over all layers, a predicted row adds

@@ -40,8 +40,11 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
     }
   }
   info.default_decoding = DefaultDecodingParams(config.family);
-  // The product's point: serve with EntropyCache unless a request or the operator says otherwise.
+  // The product's point: serve with EntropyCache unless a request or the operator says
+  // otherwise, at the family's tuned knobs.
   info.default_cache.policy = CachePolicyKind::kEntropy;
+  info.default_cache.entropy_threshold = FamilyInfo(config.family).default_tau_nats;
+  info.default_cache.recent_k = FamilyInfo(config.family).default_recent_k;
   if (generation.max_new_tokens) info.default_max_new_tokens = *generation.max_new_tokens;
   info.row_macs = LayerMatmulParams(config) * config.num_layers;
   info.key_macs = (StepFlops(config, 1, 1, 0) - StepFlops(config, 1, 0, 0)) / 2;

@@ -24,6 +24,8 @@ constexpr std::array<ModelFamilyInfo, 2> kFamilies = {{
         .default_schedule = Schedule::kBlock,
         .default_remasking = Remasking::kLowConfidence,
         .vanilla_remasking = Remasking::kLowConfidence,
+        .default_tau_nats = 2.0f,
+        .default_recent_k = 16,
     },
     {
         .family = ModelFamily::kDream,
@@ -44,6 +46,8 @@ constexpr std::array<ModelFamilyInfo, 2> kFamilies = {{
         .default_schedule = Schedule::kTimestep,
         .default_remasking = Remasking::kEntropy,
         .vanilla_remasking = Remasking::kMaskgitPlus,
+        .default_tau_nats = 1.0f,
+        .default_recent_k = 16,
     },
 }};
 

@@ -52,6 +52,12 @@ struct ModelFamilyInfo {
   Schedule default_schedule;
   Remasking default_remasking;
   Remasking vanilla_remasking;
+  // EntropyCache's defaults for the family: the fastest setting within 1 point of vanilla's
+  // accuracy on the val split of the family's cot model, after every method was tuned with
+  // the same budget (bench/tune.py; the evidence is docs/paper-comparison.md, "The tuning
+  // protocol").
+  float default_tau_nats;
+  int default_recent_k;
 };
 
 // Every family, in enum order.

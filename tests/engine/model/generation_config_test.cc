@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "engine/core/model_family.h"
 #include "engine/engine_impl.h"
 #include "engine/model/model_config.h"
 
@@ -46,6 +47,16 @@ TEST_CASE("generation_config: the shipped models' answer lengths become the defa
   CHECK(MakeModelInfo(config, "dir").default_max_new_tokens == 64);
   CHECK(MakeModelInfo(config, "dir", *llada).default_max_new_tokens == *llada->max_new_tokens);
   CHECK(MakeModelInfo(config, "dir").default_cache.policy == CachePolicyKind::kEntropy);
+  // EntropyCache's knobs come from the family's row, whichever family it is.
+  for (const ModelFamilyInfo& family : ModelFamilies()) {
+    INFO(family.name);
+    config.family = family.family;
+    const CacheParams c = MakeModelInfo(config, "dir").default_cache;
+    CHECK(c.entropy_threshold == family.default_tau_nats);
+    CHECK(c.recent_k == family.default_recent_k);
+  }
+  CHECK(FamilyInfo(ModelFamily::kLlada).default_tau_nats !=
+        FamilyInfo(ModelFamily::kDream).default_tau_nats);  // the rows differ: a real check
 }
 
 }  // namespace
