@@ -209,6 +209,24 @@ TEST_CASE("cpu_backend: GQA attention over a slab matches a naive softmax") {
   }
 }
 
+// A slab of shape.num_layers layers and `capacity` positions whose layer shape.layer holds
+// K/V rows k and v ([n, kv_heads * head_dim]) at positions 0 .. n-1.
+std::unique_ptr<DeviceBuffer> FilledSlab(Backend& b, const AttentionShape& shape, int capacity,
+                                         const std::vector<float>& k, const std::vector<float>& v,
+                                         int n) {
+  const int64_t kv_width = int64_t{shape.num_kv_heads} * shape.head_dim;
+  auto slab = b.Allocate(int64_t{shape.num_layers} * 2 * capacity * kv_width * 4);
+  REQUIRE(slab.ok());
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto kb = UploadF32(b, k);
+  auto vb = UploadF32(b, v);
+  auto pos = UploadI32(b, order);
+  AttentionSequence all{slab->get(), capacity, n, 0, n};
+  REQUIRE(b.KvScatter(*kb, *vb, *pos, {&all, 1}, shape).ok());
+  return std::move(*slab);
+}
+
 TEST_CASE("cpu_backend: attention probabilities are the head mean of a naive softmax") {
   const int heads = 4, kv_heads = 2, d = 8, layers = 2, capacity = 80, n = 70, layer = 1;
   const int kv_width = kv_heads * d;
@@ -217,21 +235,12 @@ TEST_CASE("cpu_backend: attention probabilities are the head mean of a naive sof
   const std::vector<float> kv_k = RandomVector(n * kv_width, 3),
                            kv_v = RandomVector(n * kv_width, 4);
   const std::vector<float> qv = RandomVector(q_rows * heads * d, 5, 2.0f);
-  std::vector<int32_t> order(n);
-  for (int i = 0; i < n; ++i) order[i] = i;
   std::vector<std::vector<float>> results;
   for (int threads : {1, 3}) {
     auto b = MakeCpu(threads);
     CHECK(b->computes_attention_probabilities());
-    auto slab_or = b->Allocate(int64_t{layers} * 2 * capacity * kv_width * 4);
-    REQUIRE(slab_or.ok());
-    std::unique_ptr<DeviceBuffer> slab = std::move(*slab_or);
-    auto k = UploadF32(*b, kv_k);
-    auto v = UploadF32(*b, kv_v);
-    auto pos = UploadI32(*b, order);
     AttentionShape shape{heads, kv_heads, d, layers, layer, 1.0f / std::sqrt(8.0f)};
-    AttentionSequence seq{slab.get(), capacity, n, 0, n};
-    REQUIRE(b->KvScatter(*k, *v, *pos, {&seq, 1}, shape).ok());
+    std::unique_ptr<DeviceBuffer> slab = FilledSlab(*b, shape, capacity, kv_k, kv_v, n);
     // Rows [5, 5 + q_rows) of a larger q buffer: the sequence's row_begin is honoured.
     std::vector<float> padded(5 * heads * d, 100.0f);
     padded.insert(padded.end(), qv.begin(), qv.end());
@@ -268,21 +277,12 @@ TEST_CASE("cpu_backend: attention fused with its probabilities changes no bit of
   const std::vector<float> kv_k = RandomVector(n * kv_width, 13),
                            kv_v = RandomVector(n * kv_width, 14);
   const std::vector<float> qv = RandomVector(2 * q_rows * q_width, 15, 2.0f);
-  std::vector<int32_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
   for (int threads : {1, 3}) {
     INFO(threads << " threads");
     auto b = MakeCpu(threads);
     REQUIRE(b->fuses_attention_probabilities());
-    auto slab_or = b->Allocate(int64_t{layers} * 2 * capacity * kv_width * 4);
-    REQUIRE(slab_or.ok());
-    std::unique_ptr<DeviceBuffer> slab = std::move(*slab_or);
-    auto k = UploadF32(*b, kv_k);
-    auto v = UploadF32(*b, kv_v);
-    auto pos = UploadI32(*b, order);
     const AttentionShape shape{heads, kv_heads, d, layers, layer, 1.0f / std::sqrt(8.0f)};
-    AttentionSequence all{slab.get(), capacity, n, 0, n};
-    REQUIRE(b->KvScatter(*k, *v, *pos, {&all, 1}, shape).ok());
+    std::unique_ptr<DeviceBuffer> slab = FilledSlab(*b, shape, capacity, kv_k, kv_v, n);
     auto q = UploadF32(*b, qv);
     // Two sequences over the same slab: rows [0, 70) with probabilities, [70, 140) without.
     std::vector<AttentionSequence> seqs = {{slab.get(), capacity, n, 0, q_rows},
