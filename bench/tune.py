@@ -219,12 +219,12 @@ def row_cells(r):
             f"{r['speedup_vs_baseline_cpu']:.2f}x", f"{r['speedup_vs_baseline']:.2f}x",
             f"{1e3 * r['cpu_s_per_token']:.2f}", f"{r['rows_per_token']:.1f}",
             f"{r['macs_per_token'] * 1e-9:.3f}", f"{r['full_step_ratio']:.2f}",
-            f"{100 * r['decision_overhead_frac']:.2f}%"]
+            f"{100 * r['decision_overhead_frac']:.2f}%", f"{r['wall_s'] / r['cpu_s']:.2f}"]
 
 
 HEAD = ["method", "decoding", "policy", "accuracy", "vs vanilla (pt, paired)",
         "speed-up (CPU)", "speed-up (wall)", "CPU ms/token", "rows/token", "GMACs/token",
-        "full-step ratio", "decision overhead"]
+        "full-step ratio", "decision overhead", "wall/CPU"]
 
 
 def md_table(rows):

@@ -17,7 +17,7 @@ def row(method, acc_diff, speedup, rows_per_token=50.0, overhead=0.001, decoding
             "speedup_vs_baseline_cpu": speedup, "speedup_vs_baseline": speedup,
             "rows_per_token": rows_per_token, "decision_overhead_frac": overhead,
             "accuracy": 0.9 + acc_diff, "cpu_s_per_token": 0.001, "macs_per_token": 1e8,
-            "full_step_ratio": 0.1}
+            "full_step_ratio": 0.1, "wall_s": 2.0, "cpu_s": 1.0}
 
 
 class TuneTest(unittest.TestCase):
@@ -61,6 +61,12 @@ class TuneTest(unittest.TestCase):
         self.assertIn("elastic decision overhead: 3.00-3.00% (goal <= 14.5%)", text)
         self.assertEqual(tune.goals([row("dual", 0.0, 14)], []),
                          ["- No EntropyCache setting is within 1 point of vanilla."])
+
+    def test_table_cells(self):
+        lines = tune.md_table([row("dual", 0.0, 10)])
+        self.assertEqual(len(lines[0].split("|")), len(tune.HEAD) + 2)
+        self.assertEqual(lines[2], "| dual | block | p10 | 0.900 | +0.0±1.0 | 10.00x | 10.00x | "
+                         "1.00 | 50.0 | 0.100 | 0.10 | 0.10% | 2.00 |")
 
     @unittest.skipUnless(os.environ.get("DLLM_BENCH"), "DLLM_BENCH names no dllm-bench")
     def test_val_search_on_one_item(self):
