@@ -24,7 +24,7 @@ constexpr std::array<ModelFamilyInfo, 2> kFamilies = {{
         .default_schedule = Schedule::kBlock,
         .default_remasking = Remasking::kLowConfidence,
         .vanilla_remasking = Remasking::kLowConfidence,
-        .default_tau_nats = 2.0f,
+        .default_tau_nats = 1.0f,
         .default_recent_k = 16,
     },
     {
