@@ -270,15 +270,27 @@ def goals(rows, dual_rows):
     return out
 
 
-def report(out, model):
-    val = read_rows(paths(out, model, "val")["rows"])
-    test = read_rows(paths(out, model, "test")["rows"])
+def vanilla_line(out, model, split):
+    """One line on the stored vanilla baseline of `split`, or "" when there is none."""
+    stored = read_rows(paths(out, model, split)["vanilla"])
+    if not stored:
+        return ""
+    r = stored[0]["row"]
+    return (f"Vanilla (the stored baseline): accuracy {r['accuracy']:.3f}, "
+            f"{1e3 * r['cpu_s_per_token']:.2f} CPU ms/token, {r['rows_per_token']:.1f} rows/token, "
+            f"wall/CPU {r['wall_s'] / r['cpu_s']:.2f}.")
+
+
+def report(out_dir, model):
+    val = read_rows(paths(out_dir, model, "val")["rows"])
+    test = read_rows(paths(out_dir, model, "test")["rows"])
     name = os.path.basename(os.path.normpath(model))
     out = [f"# Tuning protocol: {name}", ""]
     if val:
         v = val[0]
         out += [f"Val split: {v['tasks']} items, gen_length {v['gen_length']}, one thread, "
-                f"batch 1; {BUDGET} settings per method (bench/tune.py GRID). Every val row:", ""]
+                f"batch 1; {BUDGET} settings per method (bench/tune.py GRID). "
+                f"{vanilla_line(out_dir, model, 'val')} Every val row:", ""]
         out += md_table(sorted(val, key=lambda r: (list(GRID).index(r["tune"]["method"]),
                                                    -r["speedup_vs_baseline_cpu"])))
         out += ["", "Val fronts (accuracy against CPU-time speed-up), per method:", ""]
@@ -287,7 +299,8 @@ def report(out, model):
         out += goals(val, [r for r in val if r["tune"]["method"] == "dual"])
     if test:
         t = test[0]
-        out += ["", f"## Test: {t['tasks']} items, the chosen front points", ""]
+        out += ["", f"## Test: {t['tasks']} items, the chosen front points", "",
+                vanilla_line(out_dir, model, "test"), ""]
         out += md_table(sorted(test, key=lambda r: (list(GRID).index(r["tune"]["method"]),
                                                     -r["speedup_vs_baseline_cpu"])))
         out += ["", "Goal figures on test:", ""]
