@@ -1,6 +1,7 @@
 #include "cli/flags.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -34,6 +35,12 @@ class Restorer {
   std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved_;
 };
 
+bool IsOptionalFlag(const absl::CommandLineFlag& flag) {
+  return flag.IsOfType<std::optional<std::string>>() || flag.IsOfType<std::optional<int>>() ||
+         flag.IsOfType<std::optional<double>>() || flag.IsOfType<std::optional<bool>>() ||
+         flag.IsOfType<std::optional<int64_t>>();
+}
+
 absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args,
                                  const std::vector<std::string>& repeated, Restorer& restorer) {
   ParsedArgs parsed;
@@ -55,19 +62,12 @@ absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args,
     std::optional<std::string> value;
     if (eq != absl::string_view::npos) value = std::string(arg.substr(eq + 1));
     const std::string name = absl::StrReplaceAll(spelled.substr(2), {{"-", "_"}});
-    // An empty value is refused rather than read as the default (an optional flag parses ""
-    // as unset): a templated command line whose variable is unset, `--config "$CFG"`, must
-    // not start on the built-in configuration.
     auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (!value && it + 1 == end) {
+      if (value) return *value;
+      if (it + 1 == end) {
         return absl::InvalidArgumentError(absl::StrCat(spelled, ": missing value"));
       }
-      std::string v = value ? *value : *++it;
-      if (v.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(spelled, ": empty value (leave the flag out for its default)"));
-      }
-      return v;
+      return *++it;
     };
     const auto r = std::find_if(repeated.begin(), repeated.end(), [&](const std::string& n) {
       return absl::StrReplaceAll(n, {{"-", "_"}}) == name;
@@ -85,6 +85,14 @@ absl::StatusOr<ParsedArgs> Parse(const std::vector<std::string>& args,
     if (flag->IsOfType<bool>() && !value) value = "true";
     absl::StatusOr<std::string> v = take_value();
     if (!v.ok()) return v.status();
+    // An optional flag parses "" as unset, i.e. its default: a templated command line whose
+    // variable is unset, `--config "$CFG"`, must not start on the built-in configuration.
+    // (Where "" is a value, as gRPC health's whole-server service name, the flag is a plain
+    // string and takes it.)
+    if (v->empty() && IsOptionalFlag(*flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spelled, ": empty value (leave the flag out for its default)"));
+    }
     restorer.Save(flag);
     if (std::string error; !flag->ParseFrom(*v, &error)) {
       return absl::InvalidArgumentError(absl::StrCat(spelled, ": ", error));

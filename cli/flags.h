@@ -16,7 +16,8 @@
 //   -h, --help                   anywhere before "--": ParsedArgs::help, nothing else is parsed
 //   --                           everything after it is positional
 // A flag given twice keeps the last value (as with absl::ParseCommandLine). An empty value
-// ("--config ''", "--model=") is an error naming the flag, never the default.
+// for an optional flag ("--config ''", "--model="), which Abseil would read as unset, is an
+// error naming the flag, never the default; a plain string flag takes "" as given.
 // Dashes in a name stand for the flag's underscores (--max-new-tokens sets
 // FLAGS_max_new_tokens; --max_new_tokens works too). Every other argument, one starting with a
 // single '-' included (a prompt may), is positional.

@@ -21,6 +21,7 @@ commands:
   services   list the services the server exposes through reflection
   load       load test: --concurrency N with --duration SECONDS or --requests N [--stream
              [--cancel-after N]]; prints latency percentiles, throughput and errors by status
+             (exit 1 when no call succeeded, unless --cancel-after cancels them all)
 connection: --address HOST:PORT --tls --ca FILE --cert FILE --key FILE --server-name NAME
             --token TOKEN --token-file FILE (or env DLLM_TOKEN) --timeout SECONDS --json
 input:      PROMPT | --prompt TEXT | --chat TEXT [--system TEXT] | --ids 1,2,3

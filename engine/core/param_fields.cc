@@ -304,7 +304,7 @@ void AddCacheRows(std::vector<ParamField>* t) {
            .lo = 0,
            .hi = kInf,
            .doc = "of the recent tokens committed before the last step, recompute only those "
-                  "committed with at least this entropy; 0: all (the paper)"}),
+                  "committed with at least this entropy; unset or 0: all (the paper)"}),
       entropy_like));
   t->push_back(ForPolicies(
       WithLimit(Field<&K::refresh_interval>({.name = "refresh_interval",

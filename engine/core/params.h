@@ -68,8 +68,8 @@ struct CacheParams {
   float entropy_threshold = 0.5f;
   int recent_k = 32;  // most recently committed tokens recomputed in partial steps
   // Of those committed before the newest step, only the ones committed with at least this
-  // entropy (nats) are recomputed; 0: all of them (the paper's partial step).
-  float recent_min_entropy = 0.0f;
+  // entropy (nats) are recomputed; unset (or 0): all of them (the paper's partial step).
+  std::optional<float> recent_min_entropy;
   int refresh_interval = 8;  // kInterval
   // kD2Cache, at d2Cache's published defaults: masked rows recomputed per step, the
   // attention-rollout nucleus mass, and the certainty-density Gaussian's width (positions).

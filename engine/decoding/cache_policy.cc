@@ -148,14 +148,14 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int voca
       return std::make_unique<NonePolicy>();
     case CachePolicyKind::kEntropy:
       return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k,
-                                             params.recent_min_entropy);
+                                             params.recent_min_entropy.value_or(0.0f));
     case CachePolicyKind::kDual:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/false);
     case CachePolicyKind::kPrefix:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/true);
     case CachePolicyKind::kInterval:
       return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k,
-                                              params.recent_min_entropy);
+                                              params.recent_min_entropy.value_or(0.0f));
     case CachePolicyKind::kD2Cache:
       return MakeD2CachePolicy(params.d2_current_k, params.d2_rollout_p, params.d2_sigma,
                                vocab_size);

@@ -108,9 +108,11 @@ class ReliabilityTest(unittest.TestCase):
              server.address] + list(args),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def report(self, proc):
+    def report(self, proc, all_fail=False):
+        """The load's JSON report; `all_fail`: every call is meant to fail, so the client
+        exits 1 (none succeeded) after printing it."""
         out, err = proc.communicate(timeout=240)
-        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(proc.returncode, 1 if all_fail else 0, err)
         return json.loads(out)
 
     def test_port_in_use(self):
@@ -248,7 +250,7 @@ class ReliabilityTest(unittest.TestCase):
         # not yet expired server-side; 16 spare slots absorb most of that skew.
         load = self.load(s, "--concurrency", "48", "--duration", "10", "--timeout", "0.05",
                          "--max-new-tokens", "256", "--block-length", "256", "Hello")
-        rep = self.report(load)
+        rep = self.report(load, all_fail=True)
         client = rep["by_status"]
         server = wait_counts(s, rep["requests"], settle=3)
         self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}, client)

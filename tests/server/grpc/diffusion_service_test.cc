@@ -33,6 +33,7 @@ TEST_CASE("service: unary Generate returns the engine's answer and stats") {
   grpc::ClientContext context;
   v1::GenerateRequest request = Prompt("abc", 5);
   request.set_request_id("my-id");
+  request.mutable_cache()->set_entropy_threshold(0.5f);
   v1::GenerateResponse response;
   grpc::Status status = h.stub().Generate(&context, request, &response);
   REQUIRE(status.ok());
@@ -43,7 +44,7 @@ TEST_CASE("service: unary Generate returns the engine's answer and stats") {
   CHECK(response.usage().prompt_tokens() == 3);
   CHECK(response.usage().generated_tokens() == 5);
   CHECK(response.cache_stats().steps() == 5);
-  // EntropyCache at the default τ 0.5: step 0 is full (nothing cached); step s + 1 is full
+  // EntropyCache (the default policy) at τ 0.5: step 0 is full (nothing cached); step s + 1 is full
   // when the token committed at step s (position 3 + s) had entropy 1.0, i.e. s even.
   CHECK(response.cache_stats().full_steps() == 3);
   CHECK(response.cache_stats().refresh_ratio() == Approx(0.6));
