@@ -13,6 +13,8 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_row_stats.h"
 
+// The tests' shapes are small int constants whose products never overflow.
+// NOLINTBEGIN(bugprone-implicit-widening-of-multiplication-result)
 namespace dllm {
 namespace {
 
@@ -443,3 +445,4 @@ TEST_CASE("cpu_backend: the engine loads no BLAS library") {
 
 }  // namespace
 }  // namespace dllm
+// NOLINTEND(bugprone-implicit-widening-of-multiplication-result)

@@ -8,8 +8,9 @@
 namespace dllm {
 namespace {
 
-std::vector<CommittedToken> Commits(std::vector<std::pair<int32_t, float>> pos_entropy) {
+std::vector<CommittedToken> Commits(const std::vector<std::pair<int32_t, float>>& pos_entropy) {
   std::vector<CommittedToken> out;
+  out.reserve(pos_entropy.size());
   for (auto [p, e] : pos_entropy) out.push_back(CommittedToken{p, 7, e});
   return out;
 }
