@@ -6,6 +6,7 @@
 //              [--sweep tau=a:b:n|tau=t1,t2,... [--sweep-out PREFIX]] [--baseline SETTING]
 //              [--shadow RATE [--shadow-budget F] [--shadow-out FILE.csv]
 //               [--autotune BUDGET[:WINDOW]]] [--answers-out FILE] [--baseline-from FILE]
+//              [--none=false]
 //
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32] |
 // d2cache[:current_k=32,rollout_p=0.1,sigma=10] | elastic[:gamma=0.9]; any may

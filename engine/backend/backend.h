@@ -60,8 +60,6 @@ class DeviceBuffer {
 // fp32 (the CPU backend) treats kBf16Rounded as kFp32 and documents it.
 enum class RopeMode { kFp32, kBf16Rounded };
 
-// One sequence's part of a batched KvScatter/Attention call. A sequence's query rows are the
-// contiguous rows [row_begin, row_begin + rows) of the batch's q/k/v/out matrices.
 // A sequence's head-averaged attention probabilities, computed inside Attention (backends
 // whose fuses_attention_probabilities() is true): `values` is host memory [rows,
 // kv_positions] (row r for q row row_begin + r), overwritten with the values
@@ -72,6 +70,8 @@ struct AttentionProbsOut {
   double seconds = 0;
 };
 
+// One sequence's part of a batched KvScatter/Attention call. A sequence's query rows are the
+// contiguous rows [row_begin, row_begin + rows) of the batch's q/k/v/out matrices.
 struct AttentionSequence {
   DeviceBuffer* kv = nullptr;  // the sequence's slab; not owned
   int capacity_positions = 0;  // slab capacity (positions per layer and K/V plane)

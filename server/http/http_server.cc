@@ -313,15 +313,11 @@ class Routes final : public HttpRoutes {
     }
     // The playground: static files compiled into the binary, no token needed (they hold no
     // data; every API call they make carries the token the page asks for).
-    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
-      const bool match = asset.name == "index.html"
-                             ? path == "/"
-                             : path == absl::StrCat("/playground/", std::string(asset.name));
-      if (!match) continue;
+    if (const PlaygroundAsset* asset = PlaygroundAssetAt(path)) {
       if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       HttpResponse r;
-      r.content_type = std::string(asset.content_type);
-      r.body = std::string(asset.body);
+      r.content_type = std::string(asset->content_type);
+      r.body = std::string(asset->body);
       r.headers = {{"Cache-Control", "no-cache"},
                    {"Content-Security-Policy",
                     "default-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -329,6 +325,18 @@ class Routes final : public HttpRoutes {
       return Reply(std::move(r));
     }
     return Reply(NoRoute(head));
+  }
+
+  // The playground file served at `path` ("/" is index.html), or null.
+  static const PlaygroundAsset* PlaygroundAssetAt(const std::string& path) {
+    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
+      if (path == (asset.name == "index.html"
+                       ? std::string("/")
+                       : absl::StrCat("/playground/", std::string(asset.name)))) {
+        return &asset;
+      }
+    }
+    return nullptr;
   }
 
   static HttpResponse NoRoute(const HttpRequestHead& head) {
@@ -344,14 +352,7 @@ class Routes final : public HttpRoutes {
         path == "/v1/dllm/fields" || path == "/v1/dllm/model_info") {
       return true;
     }
-    for (const PlaygroundAsset& asset : PlaygroundAssets()) {
-      if (path == (asset.name == "index.html"
-                       ? std::string("/")
-                       : absl::StrCat("/playground/", std::string(asset.name)))) {
-        return true;
-      }
-    }
-    return false;
+    return PlaygroundAssetAt(path) != nullptr;
   }
 
   HttpResponse Refusal(const HttpRequestHead* head, int status, std::string_view message,
