@@ -161,15 +161,20 @@ class EngineImpl final : public Engine {
           " decides from attention maps, which this server's backend does not compute (the cpu "
           "and cuda backends do); choose another cache policy"));
     }
-    const int64_t bytes =
-        executor_->KvBytesFor(static_cast<int>(total), NeedsHiddenStates(r.cache));
+    const int64_t bytes = executor_->KvBytesFor(static_cast<int>(total), r.cache);
     if (bytes > executor_->KvBudgetBytes()) {
       // Never fits, however idle the server: a client error (400), not overload (429, which
       // clients retry).
+      const bool maps = PolicyStateBytes(r.cache, 1, 1) > 0;
       return absl::InvalidArgumentError(absl::StrFormat(
-          "max_new_tokens: the prompt (%d tokens) and the answer (%d) need %d KV bytes, more "
-          "than the whole KV budget of %d bytes (engine.kv_budget_bytes); shorten either",
-          static_cast<int64_t>(ids.size()), gen, bytes, executor_->KvBudgetBytes()));
+          "max_new_tokens: the prompt (%d tokens) and the answer (%d) need %d bytes of KV "
+          "memory%s, more than the whole KV budget of %d bytes (engine.kv_budget_bytes); "
+          "shorten either%s",
+          static_cast<int64_t>(ids.size()), gen, bytes,
+          maps ? absl::StrCat(" (with the attention maps that cache.policy ", Name(r.cache.policy),
+                              " keeps: layers x positions^2 floats)")
+               : std::string(),
+          executor_->KvBudgetBytes(), maps ? ", or choose another cache policy" : ""));
     }
     return absl::OkStatus();
   }

@@ -513,13 +513,29 @@ absl::Status ValidateMetricsSection(const MetricsSection& m) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateHttpSection(const HttpSection& h) {
+// `max_body_bytes`: server.max_receive_message_bytes, the largest body one request may send.
+absl::Status ValidateHttpSection(const HttpSection& h, int64_t max_body_bytes) {
   if (auto st = CheckRange("http.port", h.port, 0, 65535); !st.ok()) return st;
   if (auto st = CheckRange("http.threads", h.threads, 1, 256); !st.ok()) return st;
   if (auto st = CheckRange("http.max_connections", h.max_connections, 1, 1000000); !st.ok()) {
     return st;
   }
+  if (auto st = CheckRange("http.max_connections_per_peer", h.max_connections_per_peer, 0,
+                           h.max_connections);
+      !st.ok()) {
+    return st;
+  }
   if (auto st = CheckRange("http.read_timeout_seconds", h.read_timeout_seconds, 1, 3600);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("http.head_timeout_seconds", h.head_timeout_seconds, 1,
+                           h.read_timeout_seconds);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("http.max_buffered_body_bytes", h.max_buffered_body_bytes,
+                           max_body_bytes, int64_t{1} << 40);
       !st.ok()) {
     return st;
   }
@@ -632,7 +648,10 @@ void ReadHttpSection(MapReader& top, std::string* error, HttpSection* h) {
   r.Read("port", &h->port);
   r.Read("threads", &h->threads);
   r.Read("max_connections", &h->max_connections);
+  r.Read("max_connections_per_peer", &h->max_connections_per_peer);
+  r.Read("head_timeout_seconds", &h->head_timeout_seconds);
   r.Read("read_timeout_seconds", &h->read_timeout_seconds);
+  r.Read("max_buffered_body_bytes", &h->max_buffered_body_bytes);
   r.Read("model_name", &h->model_name);
   r.CheckUnknownKeys();
 }
@@ -647,7 +666,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   DLLM_RETURN_IF_ERROR(ValidateLimitsSection(c.limits));
   DLLM_RETURN_IF_ERROR(ValidateRequestDefaults(c));
   DLLM_RETURN_IF_ERROR(ValidateMetricsSection(c.metrics));
-  DLLM_RETURN_IF_ERROR(ValidateHttpSection(c.http));
+  DLLM_RETURN_IF_ERROR(ValidateHttpSection(c.http, c.server.max_receive_message_bytes));
   return absl::OkStatus();
 }
 

@@ -108,9 +108,15 @@ struct HttpSection {
   std::string address = "0.0.0.0";  // listen host
   int port = 0;                     // 0 = no HTTP listener
   int threads = 4;                  // event-loop threads; connections are not tied to threads
-  int max_connections = 4096;       // open connections; more are closed at once
+  int max_connections = 4096;       // open connections; when full, a new one replaces the
+                                    // oldest that never sent a request, else it is closed
+  int max_connections_per_peer = 0;  // open connections from one client address; 0 = no cap
+  int head_timeout_seconds = 10;    // a request's header, from its first byte
   int read_timeout_seconds = 30;    // a request's header and body, from its first byte; and the
                                     // time one reply write may take (a client that stops reading)
+  // Request bodies being received, all connections together; beyond it a request gets 503
+  // with Retry-After. At least server.max_receive_message_bytes.
+  int64_t max_buffered_body_bytes = int64_t{256} << 20;
   std::string model_name;  // id in /v1/models and responses; empty = engine.model's folder name
 };
 

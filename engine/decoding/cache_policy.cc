@@ -142,6 +142,19 @@ class BlockRefreshPolicy final : public CachePolicy {
 
 }  // namespace
 
+int64_t PolicyStateBytes(const CacheParams& params, int num_layers, int positions) {
+  const int64_t maps_bytes = int64_t{num_layers} * positions * positions *
+                             static_cast<int64_t>(sizeof(float));
+  switch (params.policy) {
+    case CachePolicyKind::kD2Cache:
+      return maps_bytes;
+    case CachePolicyKind::kElastic:
+      return 2 * maps_bytes;
+    default:
+      return 0;
+  }
+}
+
 std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int vocab_size) {
   switch (params.policy) {
     case CachePolicyKind::kNone:

@@ -123,6 +123,14 @@ inline bool NeedsHiddenStates(const CacheParams& params) {
   return params.policy == CachePolicyKind::kElastic;
 }
 
+// Host memory that a sequence of `positions` positions may hold for its policy's decisions
+// beyond its K/V slab, at most: d2cache and elastic keep the head-averaged attention maps of a
+// step's rows (a full step: [num_layers][positions][positions] floats), and elastic also the
+// map rows of the tokens it tracks (at most as much again). Counted in the sequence's share of
+// the KV budget at admission, so that these policies cannot exhaust memory outside it (a
+// 32-layer model at 4,096 positions: 2 GiB of maps per sequence).
+int64_t PolicyStateBytes(const CacheParams& params, int num_layers, int positions);
+
 // The policy for `params`; parameters are validated by the caller. `vocab_size` is the
 // model's (d2cache's confidence of a mask it has not predicted yet is 1 / vocab_size).
 std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int vocab_size);

@@ -22,23 +22,32 @@ KvSlab::~KvSlab() {
 KvPool::KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes)
     : backend_(backend), layout_(layout), budget_bytes_(budget_bytes) {}
 
-int64_t KvPool::BytesFor(int positions, bool hidden_states) const {
+namespace {
+int64_t DeviceBytes(const KvLayout& layout, const Backend& backend, int positions,
+                    bool hidden_states) {
   if (positions <= 0) return 0;
-  return layout_.SlabElements(positions, hidden_states) * backend_->kv_bytes_per_element();
+  return layout.SlabElements(positions, hidden_states) * backend.kv_bytes_per_element();
+}
+}  // namespace
+
+int64_t KvPool::BytesFor(int positions, bool hidden_states, int64_t host_bytes) const {
+  if (positions <= 0) return 0;
+  return DeviceBytes(layout_, *backend_, positions, hidden_states) + host_bytes;
 }
 
-bool KvPool::Fits(int positions, bool hidden_states) const {
-  const int64_t need = BytesFor(positions, hidden_states);
+bool KvPool::Fits(int positions, bool hidden_states, int64_t host_bytes) const {
+  const int64_t need = BytesFor(positions, hidden_states, host_bytes);
   absl::MutexLock lock(&mu_);
   return positions > 0 && used_bytes_ + need <= budget_bytes_;
 }
 
-absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions, bool hidden_states) {
+absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions, bool hidden_states,
+                                                         int64_t host_bytes) {
   if (positions <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV slab needs a positive number of positions, got ", positions));
   }
-  const int64_t need = BytesFor(positions, hidden_states);
+  const int64_t need = BytesFor(positions, hidden_states, host_bytes);
   {
     absl::MutexLock lock(&mu_);
     if (used_bytes_ + need > budget_bytes_) {
@@ -48,7 +57,7 @@ absl::StatusOr<std::unique_ptr<KvSlab>> KvPool::Allocate(int positions, bool hid
     }
     used_bytes_ += need;  // reserve before allocating so concurrent Fits() see it
   }
-  auto buffer = backend_->Allocate(need);
+  auto buffer = backend_->Allocate(DeviceBytes(layout_, *backend_, positions, hidden_states));
   if (!buffer.ok()) {
     Release(need);
     return buffer.status();

@@ -53,11 +53,14 @@ class KvPool {
   // `backend` is not owned and must outlive the pool.
   KvPool(Backend* backend, const KvLayout& layout, int64_t budget_bytes);
 
-  // Bytes a slab of `positions` positions takes, with or without hidden states.
-  int64_t BytesFor(int positions, bool hidden_states = false) const;
-  bool Fits(int positions, bool hidden_states = false) const;
+  // Bytes a slab of `positions` positions takes from the budget, with or without hidden
+  // states, plus `host_bytes` that its sequence holds elsewhere (a cache policy's state,
+  // PolicyStateBytes): those are counted against the budget but not allocated here.
+  int64_t BytesFor(int positions, bool hidden_states = false, int64_t host_bytes = 0) const;
+  bool Fits(int positions, bool hidden_states = false, int64_t host_bytes = 0) const;
   // RESOURCE_EXHAUSTED when the budget cannot hold it.
-  absl::StatusOr<std::unique_ptr<KvSlab>> Allocate(int positions, bool hidden_states = false);
+  absl::StatusOr<std::unique_ptr<KvSlab>> Allocate(int positions, bool hidden_states = false,
+                                                   int64_t host_bytes = 0);
   const KvLayout& layout() const { return layout_; }
 
   int64_t budget_bytes() const { return budget_bytes_; }

@@ -67,13 +67,15 @@ class StepExecutor {
   // Whether Run fills SequenceStep::attention_maps (the d2cache policy needs them).
   virtual bool ComputesAttentionMaps() const { return false; }
 
-  // `hidden_states`: the slab also keeps every layer's input hidden states (elastic).
-  virtual int64_t KvBytesFor(int positions, bool hidden_states) const = 0;
+  // The budget a sequence of `positions` positions under cache policy `cache` takes: its K/V
+  // slab (with every layer's input hidden states for elastic) and its policy's decision state
+  // (PolicyStateBytes: attention maps for d2cache and elastic).
+  virtual int64_t KvBytesFor(int positions, const CacheParams& cache) const = 0;
   virtual int64_t KvBudgetBytes() const = 0;
-  virtual bool KvFits(int positions, bool hidden_states) const = 0;
+  virtual bool KvFits(int positions, const CacheParams& cache) const = 0;
   // RESOURCE_EXHAUSTED when the budget cannot hold it now.
   virtual absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions,
-                                                               bool hidden_states) = 0;
+                                                               const CacheParams& cache) = 0;
   virtual double KvUsageRatio() const = 0;
   virtual int64_t KvUsedBytes() const = 0;
 };

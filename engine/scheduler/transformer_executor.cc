@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/decoding/cache_policy.h"
 #include "engine/kv/kv_pool.h"
 #include "engine/model/forward_inspection.h"
 #include "engine/model/transformer.h"
@@ -65,15 +66,17 @@ class TransformerExecutor final : public StepExecutor {
   }
 
   bool ComputesAttentionMaps() const override { return transformer_->computes_attention_maps(); }
-  int64_t KvBytesFor(int positions, bool hidden_states) const override {
-    return pool_->BytesFor(positions, hidden_states);
+  int64_t KvBytesFor(int positions, const CacheParams& cache) const override {
+    return pool_->BytesFor(positions, NeedsHiddenStates(cache), StateBytes(positions, cache));
   }
   int64_t KvBudgetBytes() const override { return pool_->budget_bytes(); }
-  bool KvFits(int positions, bool hidden_states) const override {
-    return pool_->Fits(positions, hidden_states);
+  bool KvFits(int positions, const CacheParams& cache) const override {
+    return pool_->Fits(positions, NeedsHiddenStates(cache), StateBytes(positions, cache));
   }
-  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions, bool hidden_states) override {
-    absl::StatusOr<std::unique_ptr<KvSlab>> slab = pool_->Allocate(positions, hidden_states);
+  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions,
+                                                       const CacheParams& cache) override {
+    absl::StatusOr<std::unique_ptr<KvSlab>> slab =
+        pool_->Allocate(positions, NeedsHiddenStates(cache), StateBytes(positions, cache));
     if (!slab.ok()) return slab.status();
     return std::unique_ptr<KvHandle>(new SlabHandle(std::move(*slab)));
   }
@@ -81,6 +84,9 @@ class TransformerExecutor final : public StepExecutor {
   int64_t KvUsedBytes() const override { return pool_->used_bytes(); }
 
  private:
+  int64_t StateBytes(int positions, const CacheParams& cache) const {
+    return PolicyStateBytes(cache, pool_->layout().num_layers, positions);
+  }
   // The logits rows of sequence `capture` of the batch (shadow steps).
   absl::Status CaptureLogits(const StepBatch& batch, int capture, StepResult* result,
                              std::vector<std::vector<float>>* logits) {

@@ -155,11 +155,10 @@ void Worker::AdmitFromQueue(Intake* in) {
          static_cast<int>(active_.size() + in->admitted.size()) < options_.max_batch_sequences) {
     PendingRequest& head = queue_.front();
     const int positions = static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
-    const bool hidden_states = NeedsHiddenStates(head.request.cache);
     // FIFO: a head that does not fit waits for memory, unless nothing runs, in which case it
     // can never fit.
     const bool alone = active_.empty() && in->admitted.empty();
-    if (!executor_->KvFits(positions, hidden_states)) {
+    if (!executor_->KvFits(positions, head.request.cache)) {
       if (!alone) break;
       in->rejected.emplace_back(
           std::move(head), absl::ResourceExhaustedError(absl::StrCat(
@@ -167,7 +166,8 @@ void Worker::AdmitFromQueue(Intake* in) {
       queue_.pop_front();
       continue;
     }
-    absl::StatusOr<std::unique_ptr<KvHandle>> kv = executor_->AllocateKv(positions, hidden_states);
+    absl::StatusOr<std::unique_ptr<KvHandle>> kv =
+        executor_->AllocateKv(positions, head.request.cache);
     if (!kv.ok()) {
       if (!alone) break;
       in->rejected.emplace_back(std::move(head), kv.status());

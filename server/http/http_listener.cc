@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <map>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -137,7 +138,17 @@ class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
   virtual void StopServing() = 0;  // finish the reply under way, if any, then close
   virtual void Cut() = 0;          // close now
   virtual asio::any_io_executor executor() = 0;
+
+  // Set once by the listener before the connection runs; read under the listener's mutex.
+  uint64_t sequence = 0;  // accept order
+  std::string peer;       // the client's address
+  // Whether a whole request has arrived on it: such a connection is never evicted.
+  std::atomic<bool> received_request{false};
+  bool evicted = false;  // guarded by the listener's mutex
 };
+
+// Why a connection's deadline passed (HttpListenerCounters).
+enum class TimeoutKind { kIdle, kReading, kWriting };
 
 class HttpListener::Impl {
  public:
@@ -158,17 +169,23 @@ class HttpListener::Impl {
     absl::MutexLock lock(&mu_);
     return connections_.size();
   }
+  HttpListenerCounters counters() const;
   const HttpListenerOptions& options() const { return options_; }
   HttpRoutes* routes() const { return routes_; }
-  void Unregister(const ConnectionBase* connection) {
-    absl::MutexLock lock(&mu_);
-    connections_.erase(connection);
-  }
+  void Unregister(const ConnectionBase* connection);
+  void CountTimeout(TimeoutKind kind);
+  // Reserves `bytes` of the body budget; false (and counted) when they do not fit.
+  bool ReserveBody(size_t bytes);
+  // Gives back a reservation once its body is no longer held.
+  void ReleaseBody(size_t bytes);
 
  private:
   void Accept();
   void OnAccept(const error_code& ec, tcp::socket socket);
   void Adopt(tcp::socket socket);
+  // Under mu_: the oldest connection that has not received a whole request and is not
+  // already being evicted, or null.
+  std::shared_ptr<ConnectionBase> EvictionCandidate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::shared_ptr<ConnectionBase>> Live() {
     std::vector<std::shared_ptr<ConnectionBase>> out;
     absl::MutexLock lock(&mu_);
@@ -181,11 +198,12 @@ class HttpListener::Impl {
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(
         absl::Condition(
-            +[](std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>* c) {
-              return c->empty();
-            },
+            +[](std::map<uint64_t, std::weak_ptr<ConnectionBase>>* c) { return c->empty(); },
             &connections_),
         timeout);
+  }
+  void Log(std::string_view event, std::string_view detail) const {
+    if (options_.log) options_.log(event, detail);
   }
 
   const HttpListenerOptions options_;
@@ -193,9 +211,19 @@ class HttpListener::Impl {
   int port_ = 0;
 
   mutable absl::Mutex mu_;
-  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>> connections_
-      ABSL_GUARDED_BY(mu_);
+  // By accept order, so that the oldest is found first.
+  std::map<uint64_t, std::weak_ptr<ConnectionBase>> connections_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
+  size_t evicting_ ABSL_GUARDED_BY(mu_) = 0;  // evicted, still open: not counted at the cap
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  struct Counts {
+    std::atomic<uint64_t> accepted{0}, refused_full{0}, refused_per_peer{0}, evicted{0};
+    std::atomic<uint64_t> timed_out_idle{0}, timed_out_reading{0}, timed_out_writing{0};
+    std::atomic<uint64_t> refused_body_budget{0};
+  } counts_;
+  std::atomic<size_t> buffered_body_bytes_{0};
 
   // Declared before the io_context: connections (destroyed with its pending handlers) use
   // the TLS context and unregister under mu_.
@@ -275,6 +303,7 @@ class Connection final : public ConnectionBase {
 
   ~Connection() override {
     if (source_ != nullptr && !source_done_) source_->Abandon();
+    ReleaseBody();
     listener_->Unregister(this);
   }
 
@@ -282,7 +311,7 @@ class Connection final : public ConnectionBase {
 
   void Run() override {
     if constexpr (kTls) {
-      Arm(options_.read_timeout);
+      Arm(HeadTimeout(), TimeoutKind::kReading);
       stream_.async_handshake(asio::ssl::stream_base::server, [self = Self()](error_code ec) {
         if (self->closed_) return;
         if (ec) return self->Close();
@@ -320,14 +349,23 @@ class Connection final : public ConnectionBase {
   }
 
   // One deadline at a time: the phase's (idle, reading, a write). On expiry the connection
-  // closes.
-  void Arm(absl::Duration timeout) {
+  // closes, and a client's lateness (`kind`) is counted.
+  void Arm(absl::Duration timeout, std::optional<TimeoutKind> kind = std::nullopt) {
     const uint64_t generation = ++timer_generation_;
     timer_.expires_after(ToChrono(timeout));
-    timer_.async_wait([self = Self(), generation](error_code ec) {
+    timer_.async_wait([self = Self(), generation, kind](error_code ec) {
       if (ec || generation != self->timer_generation_ || self->closed_) return;
+      if (kind) self->listener_->CountTimeout(*kind);
       self->Close();
     });
+  }
+  absl::Duration HeadTimeout() const {
+    return std::min(options_.head_timeout, options_.read_timeout);
+  }
+  void ReleaseBody() {
+    if (body_reserved_bytes_ == 0) return;
+    listener_->ReleaseBody(body_reserved_bytes_);
+    body_reserved_bytes_ = 0;
   }
   void Disarm() {
     ++timer_generation_;
@@ -338,6 +376,7 @@ class Connection final : public ConnectionBase {
     if (closed_) return;
     closed_ = true;
     Disarm();
+    ReleaseBody();
     liveness_.cancel();
     if (source_ != nullptr && !source_done_) {
       source_done_ = true;
@@ -363,7 +402,7 @@ class Connection final : public ConnectionBase {
     if (stopping_ || requests_ >= options_.max_requests_per_connection) return Close();
     phase_ = Phase::kIdle;
     if (buffer_.size() > 0) return ReadHeader();
-    Arm(options_.idle_timeout);
+    Arm(options_.idle_timeout, TimeoutKind::kIdle);
     ReadAhead();
   }
 
@@ -418,7 +457,7 @@ class Connection final : public ConnectionBase {
   void ReadHeader() {
     phase_ = Phase::kReading;
     request_deadline_ = absl::Now() + options_.read_timeout;
-    Arm(options_.read_timeout);  // from the request's first byte to its last
+    Arm(HeadTimeout(), TimeoutKind::kReading);  // from the request's first byte
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
     // No body limit until Precheck had its say: an unauthenticated caller learns nothing of
@@ -532,6 +571,24 @@ class Connection final : public ConnectionBase {
     if (parser_->content_length() && *parser_->content_length() > options_.max_body_bytes) {
       return RefuseMalformed(http::error::body_limit);
     }
+    // The body's memory, before any of it is read: what it may grow to.
+    const size_t body_bytes =
+        parser_->content_length()
+            ? static_cast<size_t>(*parser_->content_length())
+            : (parser_->chunked() && !parser_->is_done() ? options_.max_body_bytes : 0);
+    if (body_bytes > 0) {
+      if (!listener_->ReserveBody(body_bytes)) {
+        HttpResponse busy = listener_->routes()->Refusal(
+            &head, 503,
+            absl::StrCat("the server is receiving too many request bodies at once (",
+                         options_.max_buffered_body_bytes,
+                         " bytes, http.max_buffered_body_bytes); retry shortly"),
+            "body_budget_exhausted");
+        busy.headers.emplace_back("Retry-After", "1");
+        return RespondAndClose(std::move(busy));
+      }
+      body_reserved_bytes_ = body_bytes;
+    }
     if (!parser_->is_done() && parser_->get()[http::field::expect] == "100-continue" &&
         version_ >= 11) {
       return Write(std::string(kContinue), [](Connection& self) { self.ReadBody(true); });
@@ -545,7 +602,8 @@ class Connection final : public ConnectionBase {
   void ReadBody(bool after_continue) {
     if (parser_->is_done()) return OnBody({});
     parser_->body_limit(options_.max_body_bytes);
-    Arm(after_continue ? options_.read_timeout : request_deadline_ - absl::Now());
+    Arm(after_continue ? options_.read_timeout : request_deadline_ - absl::Now(),
+        TimeoutKind::kReading);
     reading_ = true;
     http::async_read(stream_, buffer_, *parser_,
                      [self = Self()](error_code ec, size_t) { self->OnBody(ec); });
@@ -555,10 +613,12 @@ class Connection final : public ConnectionBase {
     reading_ = false;
     if (closed_) return;
     if (ec) {
+      ReleaseBody();
       if (IsParseError(ec)) return RefuseMalformed(ec);
       return Close();
     }
     Disarm();
+    received_request.store(true);
     ++requests_;
     keep_alive_ =
         parser_->keep_alive() && !stopping_ && requests_ < options_.max_requests_per_connection;
@@ -570,6 +630,7 @@ class Connection final : public ConnectionBase {
     } catch (const std::exception& e) {
       reply = HttpReply{listener_->routes()->Refusal(nullptr, 500, e.what(), ""), nullptr};
     }
+    ReleaseBody();  // Handle took the body and is done with it
     phase_ = Phase::kAnswering;
     head_sent_ = false;
     peer_closed_send_ = false;
@@ -661,7 +722,7 @@ class Connection final : public ConnectionBase {
     if (!keep_alive_ || peer_closed_send_ || stopping_) return CloseAfterReply();
     if (reading_) {  // the read ahead is still out: it delivers the next request
       phase_ = Phase::kIdle;
-      Arm(options_.idle_timeout);
+      Arm(options_.idle_timeout, TimeoutKind::kIdle);
       return;
     }
     WaitForRequest();
@@ -671,7 +732,7 @@ class Connection final : public ConnectionBase {
   void Write(std::string bytes, void (*then)(Connection&)) {
     writing_ = true;
     out_ = std::move(bytes);
-    Arm(options_.write_timeout);
+    Arm(options_.write_timeout, TimeoutKind::kWriting);
     asio::async_write(stream_, asio::buffer(out_), [self = Self(), then](error_code ec, size_t) {
       self->writing_ = false;
       if (self->closed_) return;
@@ -693,6 +754,7 @@ class Connection final : public ConnectionBase {
   std::string out_;
 
   Phase phase_ = Phase::kIdle;
+  size_t body_reserved_bytes_ = 0;  // of the listener's body budget, for the current request
   absl::Time request_deadline_;  // read_timeout after the current request's first byte
   Framing framing_ = Framing::kLength;
   int version_ = 11;
@@ -781,12 +843,31 @@ void HttpListener::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
 }
 
 void HttpListener::Impl::Adopt(tcp::socket socket) {
+  error_code peer_ec;
+  const tcp::endpoint remote = socket.remote_endpoint(peer_ec);
+  std::string peer = peer_ec ? std::string() : remote.address().to_string();
   std::shared_ptr<ConnectionBase> connection;
+  std::shared_ptr<ConnectionBase> evict;
   bool stopping = false;
+  bool peer_full = false;
   {
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
-    if (connections_.size() < static_cast<size_t>(options_.max_connections)) {
+    const auto of_peer = connections_per_peer_.find(peer);
+    peer_full = options_.max_connections_per_peer > 0 && of_peer != connections_per_peer_.end() &&
+                of_peer->second >= options_.max_connections_per_peer;
+    const bool full =
+        connections_.size() - evicting_ >= static_cast<size_t>(options_.max_connections);
+    if (!peer_full && full) {
+      // Make room: the oldest connection that never sent a whole request is the likeliest
+      // to be a slow or idle client holding a slot; one with a request is never cut.
+      evict = EvictionCandidate();
+      if (evict != nullptr) {
+        evict->evicted = true;
+        ++evicting_;
+      }
+    }
+    if (!peer_full && (!full || evict != nullptr)) {
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // SSE events go out as written
       if (tls_) {
@@ -795,15 +876,104 @@ void HttpListener::Impl::Adopt(tcp::socket socket) {
       } else {
         connection = std::make_shared<Connection<tcp::socket>>(this, std::move(socket));
       }
-      connections_.emplace(connection.get(), connection);
+      connection->sequence = next_sequence_++;
+      connection->peer = peer;
+      connections_.emplace(connection->sequence, connection);
+      ++connections_per_peer_[peer];
     }
   }
-  // Over max_connections: `socket` closes as it goes out of scope.
-  if (connection == nullptr) return;
+  if (evict != nullptr) {
+    counts_.evicted.fetch_add(1);
+    Log("http_connection_evicted",
+        absl::StrCat("http.max_connections (", options_.max_connections,
+                     ") reached: closed the oldest connection without a request, from ",
+                     evict->peer));
+    asio::post(evict->executor(), [evict] { evict->Cut(); });
+  }
+  if (connection == nullptr) {
+    // `socket` closes as it goes out of scope.
+    if (peer_full) {
+      counts_.refused_per_peer.fetch_add(1);
+      Log("http_connection_refused",
+          absl::StrCat("http.max_connections_per_peer (", options_.max_connections_per_peer,
+                       ") reached by ", peer));
+    } else {
+      counts_.refused_full.fetch_add(1);
+      Log("http_connection_refused",
+          absl::StrCat("http.max_connections (", options_.max_connections,
+                       ") reached and every open connection has sent a request"));
+    }
+    return;
+  }
+  counts_.accepted.fetch_add(1);
   asio::post(connection->executor(), [connection, stopping] {
     connection->Run();
     if (stopping) connection->StopServing();
   });
+}
+
+std::shared_ptr<ConnectionBase> HttpListener::Impl::EvictionCandidate() {
+  for (const auto& entry : connections_) {
+    std::shared_ptr<ConnectionBase> c = entry.second.lock();
+    if (c != nullptr && !c->evicted && !c->received_request.load()) return c;
+  }
+  return nullptr;
+}
+
+void HttpListener::Impl::Unregister(const ConnectionBase* connection) {
+  absl::MutexLock lock(&mu_);
+  connections_.erase(connection->sequence);
+  if (connection->evicted) --evicting_;
+  const auto of_peer = connections_per_peer_.find(connection->peer);
+  if (of_peer != connections_per_peer_.end() && --of_peer->second <= 0) {
+    connections_per_peer_.erase(of_peer);
+  }
+}
+
+void HttpListener::Impl::CountTimeout(TimeoutKind kind) {
+  switch (kind) {
+    case TimeoutKind::kIdle:
+      counts_.timed_out_idle.fetch_add(1);
+      return;
+    case TimeoutKind::kReading:
+      counts_.timed_out_reading.fetch_add(1);
+      return;
+    case TimeoutKind::kWriting:
+      counts_.timed_out_writing.fetch_add(1);
+      return;
+  }
+}
+
+bool HttpListener::Impl::ReserveBody(size_t bytes) {
+  size_t held = buffered_body_bytes_.load();
+  do {
+    if (held + bytes > options_.max_buffered_body_bytes) {
+      counts_.refused_body_budget.fetch_add(1);
+      Log("http_body_budget_exhausted",
+          absl::StrCat("a ", bytes, "-byte body refused (503): ", held,
+                       " bytes of bodies are being received, http.max_buffered_body_bytes is ",
+                       options_.max_buffered_body_bytes));
+      return false;
+    }
+  } while (!buffered_body_bytes_.compare_exchange_weak(held, held + bytes));
+  return true;
+}
+
+void HttpListener::Impl::ReleaseBody(size_t bytes) { buffered_body_bytes_.fetch_sub(bytes); }
+
+HttpListenerCounters HttpListener::Impl::counters() const {
+  HttpListenerCounters out;
+  out.open_connections = open_connections();
+  out.buffered_body_bytes = buffered_body_bytes_.load();
+  out.accepted = counts_.accepted.load();
+  out.refused_full = counts_.refused_full.load();
+  out.refused_per_peer = counts_.refused_per_peer.load();
+  out.evicted = counts_.evicted.load();
+  out.timed_out_idle = counts_.timed_out_idle.load();
+  out.timed_out_reading = counts_.timed_out_reading.load();
+  out.timed_out_writing = counts_.timed_out_writing.load();
+  out.refused_body_budget = counts_.refused_body_budget.load();
+  return out;
 }
 
 void HttpListener::Impl::StopAccepting() {
@@ -850,6 +1020,10 @@ HttpListener::~HttpListener() { impl_->Stop(absl::ZeroDuration()); }
 absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOptions options,
                                                                   HttpRoutes* routes) {
   if (options.threads < 1) return absl::InvalidArgumentError("http listener: threads < 1");
+  if (options.max_buffered_body_bytes < options.max_body_bytes) {
+    return absl::InvalidArgumentError(
+        "http listener: max_buffered_body_bytes is below max_body_bytes (no body would fit)");
+  }
   auto impl = std::make_unique<Impl>(std::move(options), routes);
   if (absl::Status st = impl->Open(); !st.ok()) return st;
   impl->Launch();
@@ -859,6 +1033,8 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
 int HttpListener::port() const { return impl_->port(); }
 
 size_t HttpListener::open_connections() const { return impl_->open_connections(); }
+
+HttpListenerCounters HttpListener::counters() const { return impl_->counters(); }
 
 void HttpListener::StopAccepting() { impl_->StopAccepting(); }
 

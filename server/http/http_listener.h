@@ -5,8 +5,8 @@
 //
 // One connection's life:
 //   idle      waiting for a request's first byte; closed after `idle_timeout`
-//   reading   header, then body; the whole request must arrive within `read_timeout` of its
-//             first byte. After the header and before any body byte, HttpRoutes::Precheck may
+//   reading   header, then body; the head must arrive within `head_timeout` of the request's
+//             first byte, the whole request within `read_timeout` of it. After the header and before any body byte, HttpRoutes::Precheck may
 //             refuse the request (the connection then closes, its body unread).
 //   answering HttpRoutes::Handle's reply is written; a reply produced over time (a generation)
 //             is pulled from its HttpResponseSource whenever the source wakes the connection.
@@ -18,9 +18,21 @@
 // `100 Continue` (which every HTTP/1.1 client must skip) so that a peer that has in fact
 // closed both directions answers with a reset, which the listener then notices.
 //
-// Limits: at most `max_connections` open connections (more are closed at once), headers of
-// at most `max_header_bytes`, bodies of at most `max_body_bytes` (Content-Length or chunked:
-// 413 before reading past it), at most `max_requests_per_connection` on one connection.
+// Limits:
+//   connections  at most `max_connections` open. When full, a new connection takes the place of
+//                the oldest one that has not yet sent a whole request (a slow or idle client
+//                that never asked for anything), which is closed; when every open connection
+//                has sent one, the new connection is closed at once. At most
+//                `max_connections_per_peer` from one client address (0: no such cap; behind a
+//                proxy every client is the proxy).
+//   head         at most `max_header_bytes`, within `head_timeout` of the request's first byte.
+//   body         at most `max_body_bytes` (Content-Length or chunked: 413 before reading past
+//                it). Bodies being received are held against one budget for all connections,
+//                `max_buffered_body_bytes` (a Content-Length body reserves its length, a chunked
+//                one `max_body_bytes`); a request that does not fit is answered 503 with
+//                Retry-After before its body is read. (Whether freed bodies' memory goes back
+//                to the system is the allocator's business: dllm-server's main sets it up.)
+//   requests     at most `max_requests_per_connection` on one connection.
 // Malformed requests (RFC 9112: a header line without a colon, a bare CR, conflicting
 // Content-Length, ...) get a 400 that names the problem, and the connection closes.
 //
@@ -31,6 +43,7 @@
 #define DLLM_SERVER_HTTP_HTTP_LISTENER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -123,9 +136,12 @@ struct HttpListenerOptions {
   int port = 0;  // 0: any free port (see HttpListener::port)
   int threads = 2;
   int max_connections = 4096;
+  int max_connections_per_peer = 0;  // 0: no cap
   size_t max_header_bytes = size_t{16} << 10;
   size_t max_body_bytes = size_t{4} << 20;
+  size_t max_buffered_body_bytes = size_t{256} << 20;  // must be >= max_body_bytes
   absl::Duration idle_timeout = absl::Seconds(5);
+  absl::Duration head_timeout = absl::Seconds(10);  // capped at read_timeout
   absl::Duration read_timeout = absl::Seconds(30);
   absl::Duration write_timeout = absl::Seconds(30);
   int max_requests_per_connection = 1000;
@@ -134,7 +150,8 @@ struct HttpListenerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
-  // Rare events worth a log line (accept failures); may be null. Called on any thread.
+  // Rare events worth a log line (accept failures, connections refused or closed at the
+  // caps); may be null. Called on any thread, possibly often: the callee rate-limits.
   std::function<void(std::string_view event, std::string_view detail)> log;
 };
 
@@ -142,6 +159,20 @@ struct HttpListenerOptions {
 // breaks RFC 9112's framing rules, what is wrong, naming the header; else nullopt. Gives
 // the parser's refusals a message a client can act on.
 std::optional<std::string> DescribeMalformedHead(std::string_view raw);
+
+// What a listener has done since it started: for metrics (HttpListener::counters).
+struct HttpListenerCounters {
+  size_t open_connections = 0;
+  size_t buffered_body_bytes = 0;  // reserved by bodies being received now
+  uint64_t accepted = 0;           // connections served (including those later evicted)
+  uint64_t refused_full = 0;       // closed on accept: full, and none to evict
+  uint64_t refused_per_peer = 0;   // closed on accept: the peer's cap
+  uint64_t evicted = 0;            // closed to make room for a new one
+  uint64_t timed_out_idle = 0;     // no request within idle_timeout
+  uint64_t timed_out_reading = 0;  // a request's head or body not in time
+  uint64_t timed_out_writing = 0;  // a reply write not in time
+  uint64_t refused_body_budget = 0;  // requests answered 503 (max_buffered_body_bytes)
+};
 
 class HttpListener {
  public:
@@ -155,6 +186,8 @@ class HttpListener {
 
   int port() const;
   size_t open_connections() const;
+  // Thread-safe; each field is read atomically (the set is not one snapshot).
+  HttpListenerCounters counters() const;
 
   // Closes the listening socket (new connections are refused). Idle connections close after
   // a 200 ms grace (for a request already on its way); requests being read or answered are

@@ -481,7 +481,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
   options.port = config.http.port;
   options.threads = config.http.threads;
   options.max_connections = config.http.max_connections;
+  options.max_connections_per_peer = config.http.max_connections_per_peer;
   options.max_body_bytes = static_cast<size_t>(config.server.max_receive_message_bytes);
+  options.max_buffered_body_bytes = static_cast<size_t>(config.http.max_buffered_body_bytes);
+  options.head_timeout = absl::Seconds(config.http.head_timeout_seconds);
   options.read_timeout = absl::Seconds(config.http.read_timeout_seconds);
   options.write_timeout = absl::Seconds(config.http.read_timeout_seconds);
   // Idle keep-alive connections cost little now, but a timeout shorter than a client's own
@@ -502,12 +505,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerConfig
       HttpListener::Start(std::move(options), out->routes_.get());
   if (!listener.ok()) return listener.status();
   out->listener_ = *std::move(listener);
+  out->connection_metrics_ = std::make_shared<HttpConnectionMetrics>(out->listener_.get());
   return out;
 }
 
 HttpServer::HttpServer() : accept_log_limiter_(std::make_unique<LogRateLimiter>(1)) {}
 
 HttpServer::~HttpServer() {
+  if (connection_metrics_ != nullptr) connection_metrics_->Detach();
   if (listener_ != nullptr) listener_->Stop(absl::ZeroDuration());
 }
 

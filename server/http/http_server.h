@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "server/config.h"
 #include "server/gateway.h"
+#include "server/http/http_connection_metrics.h"
 #include "server/http/http_listener.h"
 #include "server/log_rate_limiter.h"
 #include "server/logger.h"
@@ -54,6 +55,11 @@ class HttpServer {
   ~HttpServer();
 
   int port() const;
+  // The listener's connection counters as metrics (http_connection_metrics.h); register it
+  // with the metrics endpoint. Reports nothing once the server is destroyed.
+  std::shared_ptr<prometheus::Collectable> connection_metrics() const {
+    return connection_metrics_;
+  }
   // New connections are refused from now on; idle ones close (HttpListener::StopAccepting).
   void StopAccepting();
   // Stops accepting, closes idle connections and those still sending a request, and waits
@@ -67,6 +73,7 @@ class HttpServer {
   std::unique_ptr<LogRateLimiter> accept_log_limiter_;
   std::unique_ptr<HttpRoutes> routes_;      // outlives listener_
   std::unique_ptr<HttpListener> listener_;  // stopped before routes_ goes
+  std::shared_ptr<HttpConnectionMetrics> connection_metrics_;  // detached before listener_ goes
 };
 
 }  // namespace dllm

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/decoding/cache_policy.h"
 #include "engine/model/model_config.h"
 #include "engine/scheduler/step_executor.h"
 #include "tests/support/fake_tokenizer.h"
@@ -137,18 +138,19 @@ class FakeExecutor final : public StepExecutor {
     }
     return absl::OkStatus();
   }
-  // Hidden states (elastic) double a position's bytes.
-  int64_t KvBytesFor(int positions, bool hidden_states) const override {
-    return positions * kFakeBytesPerPosition * (hidden_states ? 2 : 1);
+  // Hidden states (elastic) double a position's bytes; policy state is not counted here.
+  int64_t KvBytesFor(int positions, const CacheParams& cache) const override {
+    return positions * kFakeBytesPerPosition * (NeedsHiddenStates(cache) ? 2 : 1);
   }
   int64_t KvBudgetBytes() const override { return budget_bytes_; }
-  bool KvFits(int positions, bool hidden_states) const override {
-    return used_bytes_ + KvBytesFor(positions, hidden_states) <= budget_bytes_;
+  bool KvFits(int positions, const CacheParams& cache) const override {
+    return used_bytes_ + KvBytesFor(positions, cache) <= budget_bytes_;
   }
-  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions, bool hidden_states) override {
-    if (!KvFits(positions, hidden_states)) return absl::ResourceExhaustedError("fake KV budget");
-    used_bytes_ += KvBytesFor(positions, hidden_states);
-    return std::unique_ptr<KvHandle>(new Kv(this, positions, KvBytesFor(positions, hidden_states)));
+  absl::StatusOr<std::unique_ptr<KvHandle>> AllocateKv(int positions,
+                                                       const CacheParams& cache) override {
+    if (!KvFits(positions, cache)) return absl::ResourceExhaustedError("fake KV budget");
+    used_bytes_ += KvBytesFor(positions, cache);
+    return std::unique_ptr<KvHandle>(new Kv(this, positions, KvBytesFor(positions, cache)));
   }
   double KvUsageRatio() const override { return double(used_bytes_) / budget_bytes_; }
   int64_t KvUsedBytes() const override { return used_bytes_; }

@@ -33,6 +33,27 @@ TEST_CASE("kv_pool: a slab with hidden states adds every layer's input rows") {
   CHECK_FALSE((*pool.Allocate(7))->has_hidden_states());
 }
 
+TEST_CASE("kv_pool: host bytes of a sequence are counted against the budget, not allocated") {
+  auto backend = CreateBackend("cpu", 1);
+  REQUIRE(backend.ok());
+  const ModelConfig config = RandomModelConfig(ModelFamily::kDream, 80, 3, 5, 1, 96, 100, 4096);
+  const KvLayout layout = config.kv_layout();
+  const int64_t kv = int64_t{960} * 4;  // 10 positions (see above)
+  KvPool pool(backend->get(), layout, 2 * kv + 1000);
+  CHECK(pool.BytesFor(10, false, 1000) == kv + 1000);
+  CHECK(pool.Fits(10, false, kv + 1000));
+  CHECK_FALSE(pool.Fits(10, false, kv + 1001));
+  {
+    auto slab = pool.Allocate(10, false, 1000);
+    REQUIRE(slab.ok());
+    CHECK((*slab)->buffer().bytes() < kv + 1000);  // only the K/V is device memory
+    CHECK(pool.used_bytes() == kv + 1000);
+    CHECK_FALSE(pool.Fits(10, false, 1));
+    CHECK(pool.Fits(10, false, 0));
+  }
+  CHECK(pool.used_bytes() == 0);
+}
+
 TEST_CASE("kv_pool: accounting, exhaustion and leak-free release") {
   auto backend = CreateBackend("cpu", 1);
   REQUIRE(backend.ok());

@@ -19,11 +19,15 @@ TEST_CASE("http config: off by default, parsed, range-checked") {
   CHECK(shipped->http.threads == builtin.http.threads);
   CHECK(shipped->http.max_connections == builtin.http.max_connections);
   CHECK(shipped->http.read_timeout_seconds == builtin.http.read_timeout_seconds);
+  CHECK(shipped->http.head_timeout_seconds == builtin.http.head_timeout_seconds);
+  CHECK(shipped->http.max_connections_per_peer == builtin.http.max_connections_per_peer);
+  CHECK(shipped->http.max_buffered_body_bytes == builtin.http.max_buffered_body_bytes);
   CHECK(shipped->http.model_name == builtin.http.model_name);
 
   absl::StatusOr<ServerConfig> c = ParseServerConfig(
       "http: {address: 127.0.0.1, port: 8000, threads: 4, model_name: tiny, max_connections: 9, "
-      "read_timeout_seconds: 7}",
+      "read_timeout_seconds: 7, head_timeout_seconds: 3, max_connections_per_peer: 4, "
+      "max_buffered_body_bytes: 8388608}",
       "t.yaml");
   REQUIRE(c.ok());
   CHECK(c->http.address == "127.0.0.1");
@@ -32,10 +36,19 @@ TEST_CASE("http config: off by default, parsed, range-checked") {
   CHECK(c->http.model_name == "tiny");
   CHECK(c->http.max_connections == 9);
   CHECK(c->http.read_timeout_seconds == 7);
+  CHECK(c->http.head_timeout_seconds == 3);
+  CHECK(c->http.max_connections_per_peer == 4);
+  CHECK(c->http.max_buffered_body_bytes == 8388608);
 
   for (const char* bad : {"http: {port: 70000}", "http: {threads: 0}", "http: {prot: 1}",
                           "http: {port: 80, address: ''}", "http: {max_connections: 0}",
-                          "http: {read_timeout_seconds: 0}", "http: {threads: 257}"}) {
+                          "http: {read_timeout_seconds: 0}", "http: {threads: 257}",
+                          // the head's deadline within the whole request's
+                          "http: {read_timeout_seconds: 5, head_timeout_seconds: 6}",
+                          "http: {max_connections: 10, max_connections_per_peer: 11}",
+                          "http: {max_connections_per_peer: -1}",
+                          // below one largest body (server.max_receive_message_bytes, 4 MiB)
+                          "http: {max_buffered_body_bytes: 1048576}"}) {
     INFO(bad);
     absl::StatusOr<ServerConfig> e = ParseServerConfig(bad, "t.yaml");
     REQUIRE_FALSE(e.ok());

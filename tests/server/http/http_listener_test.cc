@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -107,7 +108,14 @@ class FakeRoutes final : public HttpRoutes {
 
 class Client {
  public:
-  explicit Client(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  // `from`: the source address (loopback holds all of 127/8, so a test has many peers).
+  explicit Client(int port, const char* from = nullptr) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    if (from != nullptr) {
+      sockaddr_in local = {};
+      local.sin_family = AF_INET;
+      REQUIRE(inet_pton(AF_INET, from, &local.sin_addr) == 1);
+      REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0);
+    }
     sockaddr_in a = {};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -382,6 +390,132 @@ TEST_CASE("http listener: connections over max_connections are closed at once") 
   CHECK(Body(b.ReadResponse()) == "GET /b ");
   Client third(f.port());
   CHECK(third.ClosedWithin(absl::Seconds(3)));
+}
+
+// Waits up to 5 s for `done(counters)`.
+bool CountersReach(const HttpListener& listener,
+                   const std::function<bool(const HttpListenerCounters&)>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!done(listener.counters())) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+TEST_CASE("http listener: when full, the oldest connection without a request makes room") {
+  HttpListenerOptions options;
+  options.max_connections = 3;
+  Fixture f(options);
+  Client working(f.port());  // the oldest, but its request is being answered: never cut
+  working.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(f.routes.Source(0) != nullptr);
+  Client idle_old(f.port());
+  Client idle_new(f.port());
+  REQUIRE(CountersReach(*f.listener, [](const auto& c) { return c.open_connections == 3; }));
+  {
+    Client user(f.port());
+    user.Send("GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(Body(user.ReadResponse()) == "GET /now ");
+    CHECK(idle_old.ClosedWithin(absl::Seconds(3)));
+    CHECK_FALSE(idle_new.ClosedWithin(absl::Milliseconds(300)));
+    // Full again, and the only connection without a request is idle_new.
+    Client second(f.port());
+    second.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(Body(second.ReadResponse()) == "GET /again ");
+    CHECK(idle_new.ClosedWithin(absl::Seconds(3)));
+    // Now every open connection has sent a request: a new one is refused.
+    Client refused(f.port());
+    CHECK(refused.ClosedWithin(absl::Seconds(3)));
+  }
+  f.routes.Source(0)->Finish();
+  CHECK(Body(working.ReadResponse()) == "done");
+  const HttpListenerCounters counters = f.listener->counters();
+  CHECK(counters.evicted == 2);
+  CHECK(counters.refused_full == 1);
+  CHECK(counters.accepted == 5);
+}
+
+TEST_CASE("http listener: max_connections_per_peer caps one client address, not others") {
+  HttpListenerOptions options;
+  options.max_connections_per_peer = 2;
+  Fixture f(options);
+  Client a(f.port(), "127.0.0.1");
+  Client b(f.port(), "127.0.0.1");
+  REQUIRE(CountersReach(*f.listener, [](const auto& c) { return c.accepted == 2; }));
+  Client over(f.port(), "127.0.0.1");
+  CHECK(over.ClosedWithin(absl::Seconds(3)));
+  Client other(f.port(), "127.0.0.2");
+  other.Send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(Body(other.ReadResponse()) == "GET /other ");
+  CHECK(f.listener->counters().refused_per_peer == 1);
+  // A closed connection frees its peer's slot.
+  a.Send("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(Body(a.ReadResponse()) == "GET /a ");
+  REQUIRE(CountersReach(*f.listener, [](const auto& c) { return c.open_connections == 2; }));
+  Client again(f.port(), "127.0.0.1");
+  again.Send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(Body(again.ReadResponse()) == "GET /again ");
+}
+
+TEST_CASE("http listener: the head has a shorter deadline than the whole request") {
+  HttpListenerOptions options;
+  options.head_timeout = absl::Milliseconds(300);
+  options.read_timeout = absl::Seconds(5);
+  Fixture f(options);
+  {
+    Client trickle(f.port());
+    trickle.Send("GET / HTTP/1.1\r\nHost: x\r\n");
+    CHECK(trickle.ClosedWithin(absl::Seconds(3)));
+    CHECK(f.listener->counters().timed_out_reading == 1);
+  }
+  // A body may take longer than the head's deadline (within read_timeout).
+  Client upload(f.port());
+  upload.Send("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab");
+  absl::SleepFor(absl::Milliseconds(600));
+  upload.Send("cd");
+  CHECK(Body(upload.ReadResponse()) == "POST /up abcd");
+}
+
+TEST_CASE("http listener: bodies being received share one budget; beyond it a 503") {
+  HttpListenerOptions options;
+  options.max_body_bytes = 100;
+  options.max_buffered_body_bytes = 150;
+  Fixture f(options);
+  Client first(f.port());
+  first.Send("POST /1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789");
+  REQUIRE(CountersReach(*f.listener,
+                        [](const auto& c) { return c.buffered_body_bytes == 100; }));
+  {
+    Client over(f.port());
+    over.Send("POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+    const std::string reply = over.ReadResponse();
+    CHECK(absl::StartsWith(reply, "HTTP/1.1 503 "));
+    CHECK(absl::StrContains(reply, "Retry-After: 1\r\n"));
+    CHECK(absl::StrContains(Body(reply), "http.max_buffered_body_bytes"));
+    CHECK(over.ClosedWithin(absl::Seconds(3)));
+    // A chunked body reserves max_body_bytes: it does not fit either.
+    Client chunked(f.port());
+    chunked.Send("POST /3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    CHECK(absl::StartsWith(chunked.ReadResponse(), "HTTP/1.1 503 "));
+  }
+  {
+    Client small(f.port());  // 100 + 50 fits
+    small.Send("POST /4 HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n");
+    small.Send(std::string(50, 'x'));
+    CHECK(Body(small.ReadResponse()) == "POST /4 " + std::string(50, 'x'));
+  }
+  first.Send(std::string(90, 'y'));
+  CHECK(absl::StartsWith(Body(first.ReadResponse()), "POST /1 0123456789yyy"));
+  // Every reservation is given back, also a connection's that leaves mid-body.
+  {
+    Client leaves(f.port());
+    leaves.Send("POST /5 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    REQUIRE(CountersReach(*f.listener,
+                          [](const auto& c) { return c.buffered_body_bytes == 100; }));
+  }
+  CHECK(CountersReach(*f.listener, [](const auto& c) { return c.buffered_body_bytes == 0; }));
+  CHECK(f.listener->counters().refused_body_budget == 2);
 }
 
 TEST_CASE("http listener: a client that half-closes after its request still gets the reply") {
