@@ -403,6 +403,11 @@ absl::Status ValidateServerSection(const ServerSection& s) {
       !st.ok()) {
     return st;
   }
+  if (auto st = CheckRange("server.max_connection_age_seconds", s.max_connection_age_seconds, 0,
+                           86400);
+      !st.ok()) {
+    return st;
+  }
   if (auto st = CheckRange("server.lame_duck_seconds", s.lame_duck_seconds, 0, 600); !st.ok()) {
     return st;
   }
@@ -555,6 +560,7 @@ void ReadServerSection(MapReader& top, std::string* error, ServerSection* s) {
   r.Read("max_send_message_bytes", &s->max_send_message_bytes);
   r.Read("drain_timeout_seconds", &s->drain_timeout_seconds);
   r.Read("lame_duck_seconds", &s->lame_duck_seconds);
+  r.Read("max_connection_age_seconds", &s->max_connection_age_seconds);
   r.Read("warmup", &s->warmup);
   r.CheckUnknownKeys();
 }

@@ -31,6 +31,12 @@ struct ServerSection {
   // SIGTERM: first this long reporting NOT_SERVING (health, /health) while still serving
   // every call, so that balancers move away; then stop accepting and drain. SIGINT skips it.
   double lame_duck_seconds = 0;
+  // gRPC sends each connection a GOAWAY once it is this old (up to 10% later: gRPC's jitter),
+  // and its client opens a new one. A drain serves calls on a connection until it has been
+  // sent its GOAWAY (or closed), so that a proxy that reuses connections (nginx upstream
+  // keepalive) moves away without a refused call. 0 = never (a drain then refuses calls that
+  // arrive on open connections).
+  int max_connection_age_seconds = 20;
   bool warmup = true;  // run one tiny generation before reporting SERVING
 };
 

@@ -263,6 +263,11 @@ absl::Status StartGrpcServer(const ServerSection& config,
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_receive_message_bytes));
+  if (config.max_connection_age_seconds > 0) {
+    // A GOAWAY when a connection reaches this age; its calls run on (no grace limit).
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               config.max_connection_age_seconds * 1000);
+  }
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_send_message_bytes));
   if (config.threads > 0) {
     grpc::ResourceQuota quota("dllm-server");
@@ -362,11 +367,40 @@ int AwaitStopSignal(const Serving& s) {
   // health move away first. A second signal cuts it short.
   s.health->SetServingStatus(false);
   s.gateway->SetLameDuck();
+  // HTTP replies close their connections from now on: a proxy that keeps connections to
+  // this replica (nginx upstream keepalive) gives them up, one reply at a time, while every
+  // request is still served.
+  if (s.http != nullptr) s.http->SetLameDuck();
   if (signal_number == SIGTERM && s.config->lame_duck_seconds > 0) {
     s.logger->Info("lame_duck", {{"seconds", s.config->lame_duck_seconds}});
     WaitForStopSignalFor(absl::Seconds(s.config->lame_duck_seconds));
   }
   return signal_number;
+}
+
+// gRPC clients that keep connections (a proxy's upstream keepalive, a channel) send calls on
+// them until they get a GOAWAY; refused, such a call is lost (nginx never retries a call it
+// has sent). gRPC sends each connection its GOAWAY at server.max_connection_age_seconds (up
+// to 10% later), so calls keep being served until every connection open now has been sent
+// one (and its client had a second to see it), or has closed, within the stop deadline.
+void AwaitGrpcGoaways(const Serving& s, absl::Time stop_deadline) {
+  if (s.config->max_connection_age_seconds <= 0) return;
+  const absl::Duration goaway_sent =
+      absl::Seconds(s.config->max_connection_age_seconds) * 1.1 + absl::Seconds(1);
+  // Leave the engine's drain at least a second of the deadline.
+  const absl::Time limit = stop_deadline - absl::Seconds(2);
+  const absl::Time start = absl::Now();
+  const size_t open = s.grpc_listener->open_connections();
+  if (open > 0) {
+    s.logger->Info("draining_connections",
+                   {{"grpc_connections", static_cast<int64_t>(open)},
+                    {"max_wait_seconds", absl::ToDoubleSeconds(std::min(
+                                             s.grpc_listener->OpenConnectionsAgedBy(goaway_sent),
+                                             limit) - start)}});
+  }
+  while (absl::Now() < limit && s.grpc_listener->OpenConnectionsAgedBy(goaway_sent) > absl::Now()) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 [[noreturn]] void DrainAndExit(int signal_number, const Serving& s) {
@@ -384,6 +418,7 @@ int AwaitStopSignal(const Serving& s) {
   // A connection accepted just before the listener closed (a balancer that opens one per
   // call) sends its call a moment later: admit it rather than refuse it.
   absl::SleepFor(kAcceptedConnectionGrace);
+  AwaitGrpcGoaways(s, stop_deadline);
   s.gateway->SetDraining();
   (*s.engine)->Drain(absl::Seconds(s.config->drain_timeout_seconds));
   // Every accepted request has its final event now; wait until gRPC has handed their replies

@@ -6,8 +6,10 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -131,10 +133,40 @@ void GrpcListener::AcceptLoop() {
 void GrpcListener::Hand(int fd) {
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // as gRPC's own listener
+  struct stat st = {};
+  if (fstat(fd, &st) == 0) {
+    absl::MutexLock lock(&mu_);
+    PruneClosed();
+    handed_.push_back({fd, st.st_dev, st.st_ino, absl::Now()});
+  }
   grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
   params.listener_fd = listen_fd_;
   params.fd = fd;  // gRPC owns it from here
   acceptor_->HandleNewConnection(&params);
+}
+
+void GrpcListener::PruneClosed() {
+  handed_.erase(std::remove_if(handed_.begin(), handed_.end(),
+                               [](const Handed& h) {
+                                 struct stat st = {};
+                                 return fstat(h.fd, &st) != 0 || st.st_dev != h.device ||
+                                        st.st_ino != h.inode;
+                               }),
+                handed_.end());
+}
+
+size_t GrpcListener::open_connections() {
+  absl::MutexLock lock(&mu_);
+  PruneClosed();
+  return handed_.size();
+}
+
+absl::Time GrpcListener::OpenConnectionsAgedBy(absl::Duration age) {
+  absl::MutexLock lock(&mu_);
+  PruneClosed();
+  absl::Time out = absl::InfinitePast();
+  for (const Handed& h : handed_) out = std::max(out, h.accepted + age);
+  return out;
 }
 
 }  // namespace dllm

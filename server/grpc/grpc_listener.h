@@ -9,18 +9,26 @@
 // (ServerBuilder's external connection acceptor, with the same credentials, TLS included)
 // and StopAccepting closes the socket; connections already open keep being served.
 //
-// Thread-safety: Start and StopAccepting are called from one thread (main).
+// It also remembers the connections it handed over, so that a drain can wait until each has
+// been sent its GOAWAY (gRPC's max connection age) before it refuses calls on them.
+//
+// Thread-safety: Start and StopAccepting are called from one thread (main);
+// open_connections and OpenConnectionsAgedBy from any.
 #ifndef DLLM_SERVER_GRPC_GRPC_LISTENER_H_
 #define DLLM_SERVER_GRPC_GRPC_LISTENER_H_
 
 #include <grpcpp/server_builder.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace dllm {
 
@@ -40,18 +48,36 @@ class GrpcListener {
   void Start(std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor);
   // Closes the listening socket: new connections are refused from now on.
   void StopAccepting();
+  // Connections handed to gRPC that are still open.
+  size_t open_connections();
+  // When every connection open now will have been open for `age`: the past when none is.
+  // (With gRPC's max connection age below `age`, each has then been sent its GOAWAY.)
+  absl::Time OpenConnectionsAgedBy(absl::Duration age);
 
  private:
   GrpcListener(int listen_fd, int port, int wake_fd)
       : listen_fd_(listen_fd), port_(port), wake_fd_(wake_fd) {}
   void AcceptLoop();
   void Hand(int fd);  // gives an accepted connection to gRPC
+  // Forgets connections gRPC has closed.
+  void PruneClosed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A connection handed to gRPC. Its descriptor is gRPC's; it is still open while the
+  // descriptor refers to the same socket (a reused number has another inode).
+  struct Handed {
+    int fd;
+    dev_t device;
+    ino_t inode;
+    absl::Time accepted;
+  };
 
   int listen_fd_;
   const int port_;
   int wake_fd_;  // eventfd: tells the accept loop to stop
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::thread thread_;
+  absl::Mutex mu_;
+  std::vector<Handed> handed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dllm

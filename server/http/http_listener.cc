@@ -170,6 +170,8 @@ class HttpListener::Impl {
     return connections_.size();
   }
   HttpListenerCounters counters() const;
+  void CloseConnectionsAfterReplies() { replies_close_.store(true); }
+  bool replies_close() const { return replies_close_.load(); }
   const HttpListenerOptions& options() const { return options_; }
   HttpRoutes* routes() const { return routes_; }
   void Unregister(const ConnectionBase* connection);
@@ -224,6 +226,7 @@ class HttpListener::Impl {
     std::atomic<uint64_t> refused_body_budget{0};
   } counts_;
   std::atomic<size_t> buffered_body_bytes_{0};
+  std::atomic<bool> replies_close_{false};
 
   // Declared before the io_context: connections (destroyed with its pending handlers) use
   // the TLS context and unregister under mu_.
@@ -674,7 +677,7 @@ class Connection final : public ConnectionBase {
         return SendComplete(*out.head);
       }
       framing_ = version_ >= 11 ? Framing::kChunked : Framing::kUntilClose;
-      if (framing_ == Framing::kUntilClose) keep_alive_ = false;
+      if (framing_ == Framing::kUntilClose || listener_->replies_close()) keep_alive_ = false;
       bytes = SerializeHead(*out.head, framing_, keep_alive_, options_.idle_timeout);
     }
     if (!out.data.empty()) {
@@ -700,7 +703,7 @@ class Connection final : public ConnectionBase {
 
   void SendComplete(const HttpResponse& response) {
     head_sent_ = true;
-    if (response.close) keep_alive_ = false;
+    if (response.close || listener_->replies_close()) keep_alive_ = false;
     std::string bytes =
         SerializeHead(response, Framing::kLength, keep_alive_, options_.idle_timeout);
     if (!head_only_) bytes += response.body;
@@ -1037,6 +1040,8 @@ size_t HttpListener::open_connections() const { return impl_->open_connections()
 HttpListenerCounters HttpListener::counters() const { return impl_->counters(); }
 
 void HttpListener::StopAccepting() { impl_->StopAccepting(); }
+
+void HttpListener::CloseConnectionsAfterReplies() { impl_->CloseConnectionsAfterReplies(); }
 
 bool HttpListener::Stop(absl::Duration timeout) { return impl_->Stop(timeout); }
 

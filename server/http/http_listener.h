@@ -189,6 +189,9 @@ class HttpListener {
   // Thread-safe; each field is read atomically (the set is not one snapshot).
   HttpListenerCounters counters() const;
 
+  // From now on every reply carries Connection: close (a server about to drain: proxies that
+  // keep connections give them up while every request is still served). Thread-safe.
+  void CloseConnectionsAfterReplies();
   // Closes the listening socket (new connections are refused). Idle connections close after
   // a 200 ms grace (for a request already on its way); requests being read or answered are
   // finished with Connection: close. Does not wait.

@@ -60,6 +60,8 @@ class HttpServer {
   std::shared_ptr<prometheus::Collectable> connection_metrics() const {
     return connection_metrics_;
   }
+  // Every reply closes its connection from now on (the lame duck before a drain).
+  void SetLameDuck() { listener_->CloseConnectionsAfterReplies(); }
   // New connections are refused from now on; idle ones close (HttpListener::StopAccepting).
   void StopAccepting();
   // Stops accepting, closes idle connections and those still sending a request, and waits

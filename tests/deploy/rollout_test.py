@@ -51,12 +51,17 @@ http {{
   fastcgi_temp_path {dir}/fastcgi;
   uwsgi_temp_path {dir}/uwsgi;
   scgi_temp_path {dir}/scgi;
-  upstream dllm_http {{ {http_servers} }}
-  upstream dllm_grpc {{ {grpc_servers} }}
+  # Cached upstream connections, as a production nginx keeps them. Their idle timeout is below
+  # the server's keep-alive timeout (5 s), so that nginx, not the server, closes an idle one
+  # (docs/operations.md).
+  upstream dllm_http {{ {http_servers} keepalive 16; keepalive_timeout 4s; }}
+  upstream dllm_grpc {{ {grpc_servers} keepalive 16; keepalive_timeout 4s; }}
   server {{
     listen 127.0.0.1:{http_port};
     location / {{
       proxy_pass http://dllm_http;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
       # A refused connection (a draining replica) is retried on the next replica; nothing
       # was sent, so this is safe for POST too.
       proxy_next_upstream error timeout;
@@ -159,7 +164,8 @@ class RolloutTest(unittest.TestCase):
         for _ in range(3):
             http_port = free_port()
             s = Server(self.tmp, TINY_MODEL, wait=False, overrides={
-                "server": {"lame_duck_seconds": 2, "drain_timeout_seconds": 30},
+                "server": {"lame_duck_seconds": 2, "drain_timeout_seconds": 30,
+                           "max_connection_age_seconds": 2},
                 "http": {"address": "127.0.0.1", "port": http_port},
                 "engine": {"queue_capacity": 256}})
             s.http_port = http_port
@@ -222,7 +228,25 @@ class RolloutTest(unittest.TestCase):
 
     def test_sigterm_of_one_replica_loses_no_call(self):
         victim = self.replicas[0]
-        results = self.run_with(lambda: victim.proc.send_signal(signal.SIGTERM))
+        # A long generation (~2 s here) keeps the victim draining while the balancers go on
+        # sending: nginx's cached upstream connections must stop carrying new calls there
+        # (a GOAWAY, Connection: close) rather than have them refused.
+        import grpc
+        from dllm.v1 import dllm_pb2, dllm_pb2_grpc
+        long_channel = grpc.insecure_channel(victim.address)
+        self.channels.append(long_channel)
+        long_request = dllm_pb2.GenerateRequest(
+            prompt="Hello", max_new_tokens=448,
+            decoding=dllm_pb2.DecodingOptions(steps=448, block_length=448))
+        long_call = dllm_pb2_grpc.DiffusionLMStub(long_channel).Generate.future(
+            long_request, timeout=60)
+
+        def sigterm_during_a_long_call():
+            time.sleep(0.3)
+            victim.proc.send_signal(signal.SIGTERM)
+
+        results = self.run_with(sigterm_during_a_long_call)
+        long_call.result()  # raises unless OK: the drain let it finish
         self.assertEqual(victim.proc.wait(timeout=60), 0, victim.log()[-2000:])
         events = [r["event"] for r in victim.records()]
         self.assertLess(events.index("lame_duck"), events.index("draining"))

@@ -76,7 +76,10 @@ class Server:
         self.port = free_port()
         self.metrics_port = free_port()
         config = {
-            "server": {"address": "127.0.0.1:%d" % self.port, "drain_timeout_seconds": 30},
+            # A drain serves open gRPC connections until each was sent its GOAWAY at this
+            # age (docs/operations.md): short, so that stopping a test server is quick.
+            "server": {"address": "127.0.0.1:%d" % self.port, "drain_timeout_seconds": 30,
+                       "max_connection_age_seconds": 2},
             "engine": {"model": model, "max_batch_sequences": 4, "queue_capacity": 8,
                        "cpu_threads": 1},
             "decoding": {"max_new_tokens": 16},
