@@ -518,6 +518,30 @@ TEST_CASE("http listener: bodies being received share one budget; beyond it a 50
   CHECK(f.listener->counters().refused_body_budget == 2);
 }
 
+TEST_CASE("http listener: after CloseConnectionsAfterReplies every reply closes its connection") {
+  Fixture f;
+  Client c(f.port());
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(absl::StrContains(c.ReadResponse(), "Connection: keep-alive\r\n"));
+  Client streamed(f.port());
+  streamed.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(f.routes.Source(0) != nullptr);
+  f.listener->CloseConnectionsAfterReplies();
+  c.Send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string reply = c.ReadResponse();
+  CHECK(Body(reply) == "GET /b ");
+  CHECK(absl::StrContains(reply, "Connection: close\r\n"));
+  CHECK(c.ClosedWithin(absl::Seconds(3)));
+  // A reply under way when it was called closes too.
+  f.routes.Source(0)->Finish();
+  CHECK(absl::StrContains(streamed.ReadResponse(), "Connection: close\r\n"));
+  CHECK(streamed.ClosedWithin(absl::Seconds(3)));
+  // New connections are still served.
+  Client fresh(f.port());
+  fresh.Send("GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(Body(fresh.ReadResponse()) == "GET /c ");
+}
+
 TEST_CASE("http listener: a client that half-closes after its request still gets the reply") {
   Fixture f;
   Client c(f.port());
