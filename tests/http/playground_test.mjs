@@ -90,6 +90,13 @@ async function pageScenario(browser) {
   const { page, errors } = await openPage(browser, "ready");
   assert.ok(await page.locator("#auth").isHidden(), "no token asked for on an open server");
 
+  // The page as it opens: Generate without touching anything runs (the default block, 32,
+  // is longer than the default answer here, 16: the form clamps it to the answer).
+  await generate(page);
+  const untouched = await panel(page, 0);
+  assert.equal(untouched.state, "done", JSON.stringify(untouched));
+  assert.equal(untouched.error, null);
+
   // One generation through the form, started from the keyboard.
   await page.fill("#prompt", settings.prompt);
   await setKnobs(page, "a", settings);
