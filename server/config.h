@@ -111,15 +111,16 @@ struct MetricsSection {
 // OpenAI-compatible HTTP API (server/http/http_server.h). Off unless a port is set; it shares the
 // gRPC side's engine queue, limits, auth, TLS (tls: section) and drain.
 struct HttpSection {
-  std::string address = "0.0.0.0";  // listen host
-  int port = 0;                     // 0 = no HTTP listener
-  int threads = 4;                  // event-loop threads; connections are not tied to threads
-  int max_connections = 4096;       // open connections; when full, a new one replaces the
-                                    // oldest that never sent a request, else it is closed
+  std::string address = "0.0.0.0";   // listen host
+  int port = 0;                      // 0 = no HTTP listener
+  int threads = 4;                   // event-loop threads; connections are not tied to threads
+  int max_connections = 4096;        // open connections; when full, a new one replaces the
+                                     // oldest that never sent a request, else it is closed
   int max_connections_per_peer = 0;  // open connections from one client address; 0 = no cap
-  int head_timeout_seconds = 10;    // a request's header, from its first byte
-  int read_timeout_seconds = 30;    // a request's header and body, from its first byte; and the
-                                    // time one reply write may take (a client that stops reading)
+  int head_timeout_seconds = 10;     // a request's header, from its first byte (at most
+                                     // read_timeout_seconds)
+  int read_timeout_seconds = 30;     // a request's header and body, from its first byte; and the
+                                     // time one reply write may take (a client that stops reading)
   // Request bodies being received, all connections together; beyond it a request gets 503
   // with Retry-After. At least server.max_receive_message_bytes.
   int64_t max_buffered_body_bytes = int64_t{256} << 20;

@@ -6,12 +6,12 @@
 // UNAVAILABLE, in-flight requests drain for up to server.drain_timeout_seconds, the rest
 // are cancelled, exit 0. Exit codes: 0 clean shutdown, 1 start-up failure, 2 bad usage.
 #include <fcntl.h>
-#include <malloc.h>
 #include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -392,11 +392,12 @@ void AwaitGrpcGoaways(const Serving& s, absl::Time stop_deadline) {
   const absl::Time start = absl::Now();
   const size_t open = s.grpc_listener->open_connections();
   if (open > 0) {
-    s.logger->Info("draining_connections",
-                   {{"grpc_connections", static_cast<int64_t>(open)},
-                    {"max_wait_seconds", absl::ToDoubleSeconds(std::min(
-                                             s.grpc_listener->OpenConnectionsAgedBy(goaway_sent),
-                                             limit) - start)}});
+    s.logger->Info(
+        "draining_connections",
+        {{"grpc_connections", static_cast<int64_t>(open)},
+         {"max_wait_seconds",
+          absl::ToDoubleSeconds(
+              std::min(s.grpc_listener->OpenConnectionsAgedBy(goaway_sent), limit) - start)}});
   }
   while (absl::Now() < limit && s.grpc_listener->OpenConnectionsAgedBy(goaway_sent) > absl::Now()) {
     absl::SleepFor(absl::Milliseconds(50));

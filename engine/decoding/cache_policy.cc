@@ -143,8 +143,8 @@ class BlockRefreshPolicy final : public CachePolicy {
 }  // namespace
 
 int64_t PolicyStateBytes(const CacheParams& params, int num_layers, int positions) {
-  const int64_t maps_bytes = int64_t{num_layers} * positions * positions *
-                             static_cast<int64_t>(sizeof(float));
+  const int64_t maps_bytes =
+      int64_t{num_layers} * positions * positions * static_cast<int64_t>(sizeof(float));
   switch (params.policy) {
     case CachePolicyKind::kD2Cache:
       return maps_bytes;

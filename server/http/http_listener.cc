@@ -758,7 +758,7 @@ class Connection final : public ConnectionBase {
 
   Phase phase_ = Phase::kIdle;
   size_t body_reserved_bytes_ = 0;  // of the listener's body budget, for the current request
-  absl::Time request_deadline_;  // read_timeout after the current request's first byte
+  absl::Time request_deadline_;     // read_timeout after the current request's first byte
   Framing framing_ = Framing::kLength;
   int version_ = 11;
   int requests_ = 0;

@@ -6,8 +6,9 @@
 // One connection's life:
 //   idle      waiting for a request's first byte; closed after `idle_timeout`
 //   reading   header, then body; the head must arrive within `head_timeout` of the request's
-//             first byte, the whole request within `read_timeout` of it. After the header and before any body byte, HttpRoutes::Precheck may
-//             refuse the request (the connection then closes, its body unread).
+//             first byte, the whole request within `read_timeout` of it. After the header and
+//             before any body byte, HttpRoutes::Precheck may refuse the request (the connection
+//             then closes, its body unread).
 //   answering HttpRoutes::Handle's reply is written; a reply produced over time (a generation)
 //             is pulled from its HttpResponseSource whenever the source wakes the connection.
 //             Each write must complete within `write_timeout`; waiting for the source has no
@@ -163,14 +164,14 @@ std::optional<std::string> DescribeMalformedHead(std::string_view raw);
 // What a listener has done since it started: for metrics (HttpListener::counters).
 struct HttpListenerCounters {
   size_t open_connections = 0;
-  size_t buffered_body_bytes = 0;  // reserved by bodies being received now
-  uint64_t accepted = 0;           // connections served (including those later evicted)
-  uint64_t refused_full = 0;       // closed on accept: full, and none to evict
-  uint64_t refused_per_peer = 0;   // closed on accept: the peer's cap
-  uint64_t evicted = 0;            // closed to make room for a new one
-  uint64_t timed_out_idle = 0;     // no request within idle_timeout
-  uint64_t timed_out_reading = 0;  // a request's head or body not in time
-  uint64_t timed_out_writing = 0;  // a reply write not in time
+  size_t buffered_body_bytes = 0;    // reserved by bodies being received now
+  uint64_t accepted = 0;             // connections served (including those later evicted)
+  uint64_t refused_full = 0;         // closed on accept: full, and none to evict
+  uint64_t refused_per_peer = 0;     // closed on accept: the peer's cap
+  uint64_t evicted = 0;              // closed to make room for a new one
+  uint64_t timed_out_idle = 0;       // no request within idle_timeout
+  uint64_t timed_out_reading = 0;    // a request's head or body not in time
+  uint64_t timed_out_writing = 0;    // a reply write not in time
   uint64_t refused_body_budget = 0;  // requests answered 503 (max_buffered_body_bytes)
 };
 

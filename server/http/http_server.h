@@ -73,8 +73,8 @@ class HttpServer {
   HttpServer();
 
   std::unique_ptr<LogRateLimiter> accept_log_limiter_;
-  std::unique_ptr<HttpRoutes> routes_;      // outlives listener_
-  std::unique_ptr<HttpListener> listener_;  // stopped before routes_ goes
+  std::unique_ptr<HttpRoutes> routes_;                         // outlives listener_
+  std::unique_ptr<HttpListener> listener_;                     // stopped before routes_ goes
   std::shared_ptr<HttpConnectionMetrics> connection_metrics_;  // detached before listener_ goes
 };
 

@@ -706,6 +706,7 @@ class HttpTest(unittest.TestCase):
         finally:
             for sock in held:
                 sock.close()
+
         # Memory: bursts of whole bodies (bad JSON: read, then refused), 16 at a time. The
         # baseline is taken after one such request, whose code paths (and their pages) are
         # then resident.

@@ -21,11 +21,11 @@ TEST_CASE("kv_pool: a slab with hidden states adds every layer's input rows") {
   // 10 positions: K/V 3 x 2 x 10 x 16 = 960 elements = 12 hidden rows of 80 exactly; then
   // 3 x 10 hidden rows.
   CHECK(layout.HiddenRowBase(10) == 12);
-  CHECK(pool.BytesFor(10, true) == (12 + 30) * 80 * 4);
-  CHECK(pool.BytesFor(10, false) == 960 * 4);
+  CHECK(pool.BytesFor(10, true) == int64_t{12 + 30} * 80 * 4);
+  CHECK(pool.BytesFor(10, false) == int64_t{960} * 4);
   // 7 positions: 672 K/V elements round up to 9 whole rows (720).
   CHECK(layout.HiddenRowBase(7) == 9);
-  CHECK(pool.BytesFor(7, true) == (9 + 21) * 80 * 4);
+  CHECK(pool.BytesFor(7, true) == int64_t{9 + 21} * 80 * 4);
   auto slab = pool.Allocate(7, true);
   REQUIRE(slab.ok());
   CHECK((*slab)->has_hidden_states());
@@ -101,6 +101,7 @@ TEST_CASE("kv_pool: concurrent allocations never exceed the budget") {
   KvPool pool(backend->get(), config.kv_layout(),
               10 * config.KvBytesPerPosition(4));  // 3 slabs of 3 fit
   std::vector<std::thread> threads;
+  threads.reserve(4);
   // Catch2 assertions are not thread-safe: collect, then check on this thread.
   std::atomic<int> granted{0}, refused{0};
   std::atomic<bool> over_budget{false}, wrong_code{false};

@@ -484,8 +484,7 @@ TEST_CASE("http listener: bodies being received share one budget; beyond it a 50
   Fixture f(options);
   Client first(f.port());
   first.Send("POST /1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789");
-  REQUIRE(CountersReach(*f.listener,
-                        [](const auto& c) { return c.buffered_body_bytes == 100; }));
+  REQUIRE(CountersReach(*f.listener, [](const auto& c) { return c.buffered_body_bytes == 100; }));
   {
     Client over(f.port());
     over.Send("POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
@@ -511,8 +510,7 @@ TEST_CASE("http listener: bodies being received share one budget; beyond it a 50
   {
     Client leaves(f.port());
     leaves.Send("POST /5 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
-    REQUIRE(CountersReach(*f.listener,
-                          [](const auto& c) { return c.buffered_body_bytes == 100; }));
+    REQUIRE(CountersReach(*f.listener, [](const auto& c) { return c.buffered_body_bytes == 100; }));
   }
   CHECK(CountersReach(*f.listener, [](const auto& c) { return c.buffered_body_bytes == 0; }));
   CHECK(f.listener->counters().refused_body_budget == 2);
