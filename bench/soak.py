@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Soak bench (issue 15): 64 client streams against one dllm-server for 10 minutes.
+"""Soak bench: 80 client streams against one dllm-server for 10 minutes.
 
-Four `dllm-client load` processes run side by side, 16 closed-loop streams each:
+Four `dllm-client load` processes over gRPC, and HTTP keep-alive clients, run side by side,
+16 closed-loop streams each:
   unary      Generate, a short answer
   stream     GenerateStream, a short answer
   cancel     GenerateStream of a long answer, cancelled by the client after 2 committed deltas
   deadline   Generate of a long answer under a tight deadline (some finish, most expire)
+  http       POST /v1/chat/completions, a short answer, each stream on one keep-alive
+             connection (a new one only when the server closes it)
 The server's resident set size is sampled from /proc every few seconds.
 
 It reports, and fails (exit 1) unless both goals hold:
@@ -17,12 +20,13 @@ It reports, and fails (exit 1) unless both goals hold:
              warm-up being the first tenth of the run (at least 10 s). Goal: <= 10%.
 and p50/p99 latency of OK calls per mix.
 
-Usage: bench/soak --bin-dir build/bin [--minutes 10 | --seconds S] [--model DIR]
+Usage: bench/soak.py --bin-dir build/bin [--minutes 10 | --seconds S] [--model DIR]
                   [--json-out FILE]
 The default model is the e2e fixture (tests/data/reference/llada_mha with 1024 positions).
 """
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -31,13 +35,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "e2e"))
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "reliability"))
-import e2e_test  # noqa: E402
-from e2e_test import Server, make_model  # noqa: E402
-from reliability_test import DEFINITE, wait_counts  # noqa: E402
+sys.path.insert(0, SOURCE_DIR)
+from tests.e2e import e2e_test  # noqa: E402
+from tests.e2e.e2e_test import Server, free_port, make_model  # noqa: E402
+from tests.e2e.reliability_test import DEFINITE, wait_counts  # noqa: E402
 
 # name, extra dllm-client load arguments; 16 streams each.
 MIXES = [
@@ -48,6 +52,65 @@ MIXES = [
     ("deadline", ["--max-new-tokens", "64", "--block-length", "16", "--timeout", "0.3"]),
 ]
 STREAMS_PER_MIX = 16
+# HTTP statuses by the gRPC code the server counts them under (docs/http.md).
+HTTP_CODES = {200: "OK", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED",
+              499: "CANCELLED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED", 500: "INTERNAL"}
+
+
+class HttpKeepAliveLoad:
+    """`streams` threads, each sending chat completions on its own keep-alive connection until
+    `duration_s` has passed; counts final statuses by gRPC name, latencies of OK calls, and the
+    connections each stream had to open."""
+
+    def __init__(self, port, model, streams, duration_s):
+        self.port, self.model, self.deadline = port, model, time.time() + duration_s
+        self.by_status, self.latencies, self.connections = {}, [], 0
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run) for _ in range(streams)]
+
+    def _run(self):
+        body = json.dumps({"model": self.model, "max_tokens": 16,
+                           "messages": [{"role": "user", "content": "Hello"}]})
+        conn = None
+        while time.time() < self.deadline:
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                with self.lock:
+                    self.connections += 1
+            start = time.time()
+            try:
+                conn.request("POST", "/v1/chat/completions", body=body,
+                             headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                resp.read()
+                status = HTTP_CODES.get(resp.status, "HTTP %d" % resp.status)
+                if resp.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException) as e:
+                status = "transport error: %s" % type(e).__name__
+                conn.close()
+                conn = None
+            with self.lock:
+                self.by_status[status] = self.by_status.get(status, 0) + 1
+                if status == "OK":
+                    self.latencies.append(time.time() - start)
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def report(self):
+        for t in self.threads:
+            t.join()
+        lat = sorted(self.latencies)
+
+        def q(p):
+            return lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")
+
+        return {"requests": sum(self.by_status.values()), "by_status": self.by_status,
+                "connections": self.connections,
+                "latency_seconds": {"p50": q(0.5), "p99": q(0.99)}}
 
 
 def resident_bytes(pid):
@@ -117,9 +180,11 @@ def main():
     server = None
     try:
         model = args.model or make_model(tmp)
+        http_port = free_port()
         server = Server(tmp, model, overrides={
-            "engine": {"max_batch_sequences": 8, "queue_capacity": 64},
-            "limits": {"max_prompt_tokens": 256}})
+            "engine": {"max_batch_sequences": 8, "queue_capacity": 80},
+            "limits": {"max_prompt_tokens": 256},
+            "http": {"address": "127.0.0.1", "port": http_port}})
         sampler = RssSampler(server.proc.pid, period_s=max(1.0, duration_s / 200))
         sampler.start()
         procs = []
@@ -129,6 +194,10 @@ def main():
                    str(duration_s)] + extra + ["Hello"]
             procs.append((name, subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                                  stderr=subprocess.PIPE, text=True)))
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % http_port) as r:
+            model_id = json.loads(r.read())["data"][0]["id"]
+        http_load = HttpKeepAliveLoad(http_port, model_id, STREAMS_PER_MIX, duration_s)
+        http_load.start()
         reports = {}
         for name, proc in procs:
             out, err = proc.communicate(timeout=duration_s + 300)
@@ -136,6 +205,7 @@ def main():
             if proc.returncode not in (0, 1) or not out.strip():
                 raise SystemExit("soak: dllm-client load (%s) failed: %s" % (name, err))
             reports[name] = json.loads(out)
+        reports["http"] = http_load.report()
         sampler.stop_event.set()
         sampler.join()
 
@@ -151,10 +221,11 @@ def main():
             raise SystemExit("soak: server did not stop cleanly:\n" + server.log()[-4000:])
 
         result = {
-            "duration_s": duration_s, "streams": STREAMS_PER_MIX * len(MIXES),
+            "duration_s": duration_s, "streams": STREAMS_PER_MIX * (len(MIXES) + 1),
+            "http_keepalive_connections": reports["http"]["connections"],
             "requests": total, "client_by_status": client, "server_by_status": server_counts,
-            "lost": lost, "deadline_races": races, "rss_after_warmup_bytes": base, "rss_end_bytes": end,
-            "rss_drift": drift,
+            "lost": lost, "deadline_races": races, "rss_after_warmup_bytes": base,
+            "rss_end_bytes": end, "rss_drift": drift,
             "latency_s": {name: rep["latency_seconds"] for name, rep in reports.items()},
             "requests_by_mix": {name: rep["by_status"] for name, rep in reports.items()},
         }
@@ -165,6 +236,8 @@ def main():
               (lost, races))
         print("  RSS: %.1f MB after warm-up, %.1f MB at the end, drift %+.1f%% (goal <= 10%%)" %
               (base / 2**20, end / 2**20, 100 * drift))
+        print("  http: %d keep-alive streams opened %d connections for %d requests" %
+              (STREAMS_PER_MIX, reports["http"]["connections"], reports["http"]["requests"]))
         for name, rep in reports.items():
             lat = rep["latency_seconds"]
             print("  %-8s %6d requests  OK p50 %.3f s  p99 %.3f s  %s" %
