@@ -14,8 +14,9 @@ The server's resident set size is sampled from /proc every few seconds.
 It reports, and fails (exit 1) unless both goals hold:
   lost       requests whose end the server and client do not agree on: for every gRPC status,
              |client count - server's dllm_requests_total| summed, plus client calls without a
-             definite status. Goal: 0. Replies that cross the client's deadline in transit
-             (server OK, client DEADLINE_EXCEEDED) are reported apart as deadline races.
+             definite status. Goal: 0. Replies that cross the client's deadline or cancel in
+             transit (server OK, client DEADLINE_EXCEEDED or CANCELLED) are reported apart as
+             races.
   RSS drift  (mean RSS over the last tenth of the run - RSS after warm-up) / RSS after warm-up,
              warm-up being the first tenth of the run (at least 10 s). Goal: <= 10%.
 and p50/p99 latency of OK calls per mix.
@@ -148,18 +149,21 @@ def rss_drift(samples, duration_s):
 
 
 def count_lost(client, server):
-    """(lost, deadline races) between client and server counts by status.
+    """(lost, races) between client and server counts by status.
 
-    One disagreement is not a loss: the server's deadline for a call trails the client's by
-    the transit time, so a reply the server completes in that gap is OK on the server and
-    DEADLINE_EXCEEDED on the client. Both ends still have a definite status. Those pairs are
-    counted as races; every other difference, and any client call without a definite status,
-    is lost.
+    One disagreement is not a loss: a reply the server completes while the client's end of
+    the call (its deadline, or its cancel) is in transit is OK on the server and
+    DEADLINE_EXCEEDED or CANCELLED on the client. Both ends still have a definite status.
+    Those pairs are counted as races; every other difference, and any client call without a
+    definite status, is lost.
     """
     diff = {c: client.get(c, 0) - server.get(c, 0) for c in set(client) | set(server)}
-    races = min(max(0, -diff.get("OK", 0)), max(0, diff.get("DEADLINE_EXCEEDED", 0)))
-    diff["OK"] = diff.get("OK", 0) + races
-    diff["DEADLINE_EXCEEDED"] = diff.get("DEADLINE_EXCEEDED", 0) - races
+    races = 0
+    for ended_by_client in ("DEADLINE_EXCEEDED", "CANCELLED"):
+        paired = min(max(0, -diff.get("OK", 0)), max(0, diff.get(ended_by_client, 0)))
+        diff["OK"] = diff.get("OK", 0) + paired
+        diff[ended_by_client] = diff.get(ended_by_client, 0) - paired
+        races += paired
     lost = sum(abs(d) for d in diff.values())
     lost += sum(n for c, n in client.items() if c not in DEFINITE)
     return lost, races
@@ -224,7 +228,7 @@ def main():
             "duration_s": duration_s, "streams": STREAMS_PER_MIX * (len(MIXES) + 1),
             "http_keepalive_connections": reports["http"]["connections"],
             "requests": total, "client_by_status": client, "server_by_status": server_counts,
-            "lost": lost, "deadline_races": races, "rss_after_warmup_bytes": base,
+            "lost": lost, "races": races, "rss_after_warmup_bytes": base,
             "rss_end_bytes": end, "rss_drift": drift,
             "latency_s": {name: rep["latency_seconds"] for name, rep in reports.items()},
             "requests_by_mix": {name: rep["by_status"] for name, rep in reports.items()},
@@ -232,8 +236,8 @@ def main():
         print("soak: %d streams x %.0f s, %d requests" % (result["streams"], duration_s, total))
         print("  client by status: %s" % client)
         print("  server by status: %s" % server_counts)
-        print("  lost: %d (goal 0); deadline races (server OK, client DEADLINE_EXCEEDED): %d" %
-              (lost, races))
+        print("  lost: %d (goal 0); races (server OK, client DEADLINE_EXCEEDED or CANCELLED): %d"
+              % (lost, races))
         print("  RSS: %.1f MB after warm-up, %.1f MB at the end, drift %+.1f%% (goal <= 10%%)" %
               (base / 2**20, end / 2**20, 100 * drift))
         print("  http: %d keep-alive streams opened %d connections for %d requests" %
