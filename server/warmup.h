@@ -1,7 +1,7 @@
 // Warm-up: one tiny generation through the real engine before the server reports SERVING,
 // so that readiness means "can generate" (not merely "weights are loaded"), and a sanity check
 // of what it generated, so that a checkpoint whose bytes are intact in shape but carry no
-// model (overwritten with zeros while the server loaded it, issue 34 item 9) stops start-up
+// model (overwritten with zeros while the server loaded it) stops start-up
 // instead of answering token 0 (NUL bytes) to every request.
 #ifndef DLLM_SERVER_WARMUP_H_
 #define DLLM_SERVER_WARMUP_H_

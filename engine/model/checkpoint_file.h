@@ -3,7 +3,7 @@
 //
 // Checkpoints used to be memory-mapped, and a file truncated by another process while it was
 // mapped turned the next touch of a lost page into SIGBUS, which killed the server during load
-// with no log line (issue 34, item 9). Explicit reads turn the same event into an error: Read()
+// with no log line. Explicit reads turn the same event into an error: Read()
 // checks the byte count it got and reports a file that has become shorter than the range asked
 // for, naming the file, the caller's label (the tensor) and the sizes.
 //

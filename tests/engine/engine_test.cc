@@ -185,7 +185,7 @@ TEST_CASE("dream-tiny: greedy generations equal the PyTorch trainer's", "[engine
   CHECK(timestep_agreement >= 0.5);  // identical except the final two-token step
 }
 
-// The long-form models (issue 12): the trainer's vanilla sampler is blocks of 32 (the model's
+// The long-form models: the trainer's vanilla sampler is blocks of 32 (the model's
 // generation_config.json), one token per step; its recorded generations stop a batch once
 // every answer is final, so output_ids may end in masks after the end token (never compared:
 // answers are cut at the first end token, where the engine stops too).
@@ -224,7 +224,7 @@ TEST_CASE("dream-long: greedy generations equal the PyTorch trainer's",
   CheckLongModelAgreement("dream-long", Remasking::kMaskgitPlus);
 }
 
-// The suite-v7 models (issue 30): the same sampler on the chain-of-thought split, whose
+// The suite-v7 models: the same sampler on the chain-of-thought split, whose
 // wording varies from line to line, so a mismatch there compounds less predictably.
 TEST_CASE("llada-cot: greedy generations equal the PyTorch trainer's", "[engine][trained][.long]") {
   CheckLongModelAgreement("llada-cot", Remasking::kLowConfidence);

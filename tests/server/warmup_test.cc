@@ -1,4 +1,4 @@
-// CheckWarmupOutput: the warm-up's sanity check on what the model committed (issue 34, item 9).
+// CheckWarmupOutput: the warm-up's sanity check on what the model committed.
 // The end-to-end cases run RunWarmup on the real engine: a zeroed checkpoint is refused, every
 // shipped model and reference fixture is accepted.
 #include "server/warmup.h"
@@ -77,7 +77,7 @@ const char* const kShippedModels[] = {"llada-tiny", "dream-tiny", "llada-long",
                                       "dream-long", "llada-cot",  "dream-cot"};
 
 TEST_CASE("warm-up: refuses a model whose weights are all zero", "[reliability]") {
-  // Issue 34, item 9: a checkpoint overwritten with zeros during load went unnoticed, warm-up
+  // A checkpoint overwritten with zeros during load went unnoticed, warm-up
   // passed and the server answered token 0 (NUL bytes) to every request.
   for (const char* name : kShippedModels) {
     DYNAMIC_SECTION(name) {

@@ -1,4 +1,4 @@
-"""Suite v7 ("cot"): the long-form families with free wording, for issue 30.
+"""Suite v7 ("cot"): the long-form families with free wording, for models that hesitate.
 
 The long suite (tools/tasks/longform.py, v6) fixes every answer's layout by its question, so
 a model that knows the computation is certain of every token: the long models commit 18-27

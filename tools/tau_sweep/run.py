@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tau sweep report (issue 17): accuracy, speed-up, decision mismatch and K/V drift of
+"""The tau sweep report: accuracy, speed-up, decision mismatch and K/V drift of
 EntropyCache against its threshold tau, per model.
 
 For every model, dllm-bench runs the same prompts twice at every tau:

@@ -1,4 +1,4 @@
-"""Decoding dynamics of a long-form model (issue 30): how many tokens a threshold decode
+"""Decoding dynamics of a long-form model: how many tokens a threshold decode
 commits per forward and how uncertain the committed tokens were.
 
 Threshold decoding as the C++ engine's Decoder implements it (engine/decoding/decoder.{h,cc},

@@ -52,7 +52,7 @@ from tools.tasks import cot, longform
 from tools.train import bpe, common, evaluate, training
 
 # --tasks long: the v6 suite (tools/tasks/longform.py); --tasks cot: suite v7 with free
-# wording (tools/tasks/cot.py, issue 30). Both have the same interface and prompt bounds.
+# wording (tools/tasks/cot.py). Both have the same interface and prompt bounds.
 SUITES = {"long": longform, "cot": cot}
 
 

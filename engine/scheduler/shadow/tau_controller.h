@@ -1,4 +1,4 @@
-// TauController: EntropyCache τ autotuning from shadow samples (issue 17's stretch goal).
+// TauController: EntropyCache τ autotuning from shadow samples.
 //
 // The engine's shadow steps measure, for a sample of partial steps, whether a token the step
 // commits differs from the one a full forward proposes at its position (token mismatch,

@@ -1,5 +1,5 @@
 // CheckpointFile: exact reads, and a file that shrinks after Open is an error, not SIGBUS
-// (issue 34, item 9: the mmap reader it replaces died of SIGBUS on the same sequence).
+// (the mmap reader it replaces died of SIGBUS on the same sequence).
 #include "engine/model/checkpoint_file.h"
 
 #include <catch2/catch.hpp>

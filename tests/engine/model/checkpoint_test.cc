@@ -140,7 +140,7 @@ TEST_CASE("Checkpoint opens a sharded folder with layers split across shards", "
 
 TEST_CASE("Checkpoint reports a file truncated after Open, naming file and tensor",
           "[checkpoint]") {
-  // Issue 34, item 9: the file is rewritten between Open (headers validated) and the reads
+  // The file is rewritten between Open (headers validated) and the reads
   // of tensor bytes. The mmap reader died of SIGBUS here; reads now return DataLoss.
   for (int shards : {1, 2}) {
     DYNAMIC_SECTION("shards " << shards) {

@@ -82,7 +82,7 @@ TEST_CASE("loaded_model: errors name the problem") {
 }
 
 TEST_CASE("loaded_model: a checkpoint truncated during load is an error naming the file") {
-  // Issue 34, item 9: LoadModel's steps one by one, with model.safetensors cut in half after
+  // LoadModel's steps one by one, with model.safetensors cut in half after
   // the checkpoint was opened and validated and before the weights are copied to the backend
   // (the window in which an operator's `cp` over the file hits a loading server). The mmap
   // reader killed the process with SIGBUS in Transformer::Create; now Create fails cleanly.
