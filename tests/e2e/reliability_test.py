@@ -15,9 +15,9 @@ starts its own dllm-server on free loopback ports with a copy of the tiny refere
                                 ends with a definite status; server metrics == client counts
   drain_under_load              SIGTERM under load: in-flight requests finish, the rest are
                                 refused with UNAVAILABLE, every OK the client saw is logged OK
-  zeroed_model_startup_failed   a model whose weights were overwritten with zeros
-                                while it loaded: warm-up refuses it, exit 1 with a startup_failed line
-                                (stage warmup), never SERVING
+  zeroed_model_startup_failed   a model whose weights were overwritten with zeros while it
+                                loaded: warm-up refuses it, exit 1 with a startup_failed
+                                line (stage warmup), never SERVING
   deadline_storm_counts_match   48 clients with 50 ms deadlines against queue 64 + batch 8:
                                 server counts == client counts, and RESOURCE_EXHAUSTED stays
                                 a small share: under 25% (0.05-1.5% measured on 2 busy cores;
