@@ -16,7 +16,8 @@ It reports, and fails (exit 1) unless both goals hold:
              |client count - server's dllm_requests_total| summed, plus client calls without a
              definite status. Goal: 0. Replies that cross the client's deadline or cancel in
              transit (server OK, client DEADLINE_EXCEEDED or CANCELLED) are reported apart as
-             races.
+             races, and calls the client saw end UNAVAILABLE that never reached the service
+             (a GOAWAY race) as refused in transit.
   RSS drift  (mean RSS over the last tenth of the run - RSS after warm-up) / RSS after warm-up,
              warm-up being the first tenth of the run (at least 10 s). Goal: <= 10%.
 and p50/p99 latency of OK calls per mix.
@@ -149,13 +150,16 @@ def rss_drift(samples, duration_s):
 
 
 def count_lost(client, server):
-    """(lost, races) between client and server counts by status.
+    """(lost, races, refused in transit) between client and server counts by status.
 
     One disagreement is not a loss: a reply the server completes while the client's end of
     the call (its deadline, or its cancel) is in transit is OK on the server and
     DEADLINE_EXCEEDED or CANCELLED on the client. Both ends still have a definite status.
-    Those pairs are counted as races; every other difference, and any client call without a
-    definite status, is lost.
+    Those pairs are counted as races. A call that the client saw end UNAVAILABLE and the
+    server never counted was refused by the transport before the service saw it (a call that
+    raced its connection's GOAWAY at server.max_connection_age_seconds, when the client does
+    not retry): a definite, retryable status, counted apart. Every other difference, and any
+    client call without a definite status, is lost.
     """
     diff = {c: client.get(c, 0) - server.get(c, 0) for c in set(client) | set(server)}
     races = 0
@@ -164,9 +168,11 @@ def count_lost(client, server):
         diff["OK"] = diff.get("OK", 0) + paired
         diff[ended_by_client] = diff.get(ended_by_client, 0) - paired
         races += paired
+    refused = max(0, diff.get("UNAVAILABLE", 0))
+    diff["UNAVAILABLE"] = diff.get("UNAVAILABLE", 0) - refused
     lost = sum(abs(d) for d in diff.values())
     lost += sum(n for c, n in client.items() if c not in DEFINITE)
-    return lost, races
+    return lost, races, refused
 
 
 def main():
@@ -186,6 +192,8 @@ def main():
         model = args.model or make_model(tmp)
         http_port = free_port()
         server = Server(tmp, model, overrides={
+            # The shipped connection age (the test harness's default is shorter).
+            "server": {"max_connection_age_seconds": 20},
             "engine": {"max_batch_sequences": 8, "queue_capacity": 80},
             "limits": {"max_prompt_tokens": 256},
             "http": {"address": "127.0.0.1", "port": http_port}})
@@ -219,7 +227,7 @@ def main():
                 client[code] = client.get(code, 0) + n
         total = sum(client.values())
         server_counts = wait_counts(server, total)
-        lost, races = count_lost(client, server_counts)
+        lost, races, refused = count_lost(client, server_counts)
         base, end, drift = rss_drift(sampler.samples, duration_s)
         if server.stop() != 0:
             raise SystemExit("soak: server did not stop cleanly:\n" + server.log()[-4000:])
@@ -228,7 +236,8 @@ def main():
             "duration_s": duration_s, "streams": STREAMS_PER_MIX * (len(MIXES) + 1),
             "http_keepalive_connections": reports["http"]["connections"],
             "requests": total, "client_by_status": client, "server_by_status": server_counts,
-            "lost": lost, "races": races, "rss_after_warmup_bytes": base,
+            "lost": lost, "races": races, "refused_in_transit": refused,
+            "rss_after_warmup_bytes": base,
             "rss_end_bytes": end, "rss_drift": drift,
             "latency_s": {name: rep["latency_seconds"] for name, rep in reports.items()},
             "requests_by_mix": {name: rep["by_status"] for name, rep in reports.items()},
@@ -236,8 +245,9 @@ def main():
         print("soak: %d streams x %.0f s, %d requests" % (result["streams"], duration_s, total))
         print("  client by status: %s" % client)
         print("  server by status: %s" % server_counts)
-        print("  lost: %d (goal 0); races (server OK, client DEADLINE_EXCEEDED or CANCELLED): %d"
-              % (lost, races))
+        print("  lost: %d (goal 0); races (server OK, client DEADLINE_EXCEEDED or CANCELLED): %d;"
+              " refused in transit (client UNAVAILABLE, never reached the service): %d"
+              % (lost, races, refused))
         print("  RSS: %.1f MB after warm-up, %.1f MB at the end, drift %+.1f%% (goal <= 10%%)" %
               (base / 2**20, end / 2**20, 100 * drift))
         print("  http: %d keep-alive streams opened %d connections for %d requests" %
