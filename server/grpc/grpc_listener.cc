@@ -136,7 +136,11 @@ void GrpcListener::Hand(int fd) {
   struct stat st = {};
   if (fstat(fd, &st) == 0) {
     absl::MutexLock lock(&mu_);
-    PruneClosed();
+    // Pruning costs an fstat per remembered connection: amortized, by doubling.
+    if (handed_.size() >= prune_at_) {
+      PruneClosed();
+      prune_at_ = std::max<size_t>(64, 2 * handed_.size());
+    }
     handed_.push_back({fd, st.st_dev, st.st_ino, absl::Now()});
   }
   grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;

@@ -78,6 +78,7 @@ class GrpcListener {
   std::thread thread_;
   absl::Mutex mu_;
   std::vector<Handed> handed_ ABSL_GUARDED_BY(mu_);
+  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;
 };
 
 }  // namespace dllm
