@@ -105,7 +105,7 @@ struct LimitsSection {
 
 struct MetricsSection {
   std::string address = "0.0.0.0";
-  int port = 9400;  // Prometheus exposer port (/metrics); 0 disables metrics
+  int port = 9400;  // /metrics port (server/http/metrics_endpoint.h); 0 disables metrics
 };
 
 // OpenAI-compatible HTTP API (server/http/http_server.h). Off unless a port is set; it shares the

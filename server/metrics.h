@@ -42,7 +42,8 @@
 //   dllm_cache_shadow_seconds_total        counter: time spent in shadow forwards
 //   dllm_cache_tau_scale                   gauge: factor on every EntropyCache tau (1 unless
 //                                          cache.autotune is on; set at each shadow sample)
-// plus the process_* series of ProcessMetrics (server/process_metrics.h) on the exposer.
+// plus the process_* series of ProcessMetrics (server/process_metrics.h) on the /metrics endpoint
+// (server/http/metrics_endpoint.h).
 //
 // Thread-safety: observer methods run on the engine worker, CountRequest on gRPC threads;
 // all are safe concurrently and never block for long (prometheus-cpp metrics are atomic or

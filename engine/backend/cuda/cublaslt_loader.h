@@ -4,9 +4,9 @@
 //
 // Why: libcublasLt.so.13 has ~94 KB of static TLS (PT_TLS memsz 0x17020). A linked library's
 // static TLS is carved out of every thread's stack, and civetweb (prometheus-cpp's metrics
-// Exposer) starts its threads with a fixed small stack, so pthread_create failed with EINVAL and
-// the server could not serve metrics. A dlopen()ed library gets dynamic TLS and costs nothing
-// until it is used.
+// Exposer, since replaced) started its threads with a fixed small stack, so pthread_create failed
+// with EINVAL and the server could not serve metrics. A dlopen()ed library gets dynamic TLS and
+// costs nothing until it is used.
 //
 // When the library cannot be loaded, every forwarded call returns CUBLAS_STATUS_NOT_INITIALIZED
 // and CublasLtLoadError() says why.
