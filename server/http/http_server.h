@@ -26,8 +26,10 @@
 //
 // Transport: server/http/http_listener.h (event-driven; connections are not tied to threads). Its
 // limits come from the config: http.threads event-loop threads, http.max_connections open
-// connections, http.read_timeout_seconds for a request to arrive (and each reply write to
-// progress), server.max_receive_message_bytes per body, a 5 s keep-alive idle timeout.
+// connections (http.max_connections_per_peer from one address), http.head_timeout_seconds for
+// a request's head and http.read_timeout_seconds for the whole request to arrive (and each
+// reply write to progress), server.max_receive_message_bytes per body and
+// http.max_buffered_body_bytes for all bodies being received, a 5 s keep-alive idle timeout.
 // Start/Stop are called from main only.
 #ifndef DLLM_SERVER_HTTP_HTTP_SERVER_H_
 #define DLLM_SERVER_HTTP_HTTP_SERVER_H_
