@@ -22,6 +22,7 @@ TEST_CASE("config: shipped default.yaml parses and matches the built-in defaults
   const ServerConfig builtin;
   CHECK(c->server.address == builtin.server.address);
   CHECK(c->server.drain_timeout_seconds == builtin.server.drain_timeout_seconds);
+  CHECK(c->server.max_connection_age_seconds == builtin.server.max_connection_age_seconds);
   CHECK(c->engine.model == "models/llada-tiny");
   CHECK(c->engine.backend == BackendKind::kCpu);
   CHECK(c->engine.queue_capacity == builtin.engine.queue_capacity);
@@ -195,6 +196,14 @@ TEST_CASE("config: config bounds print as integers", "[config][reliability]") {
              Catch::Contains("5000000 is outside [1, 1048576]"));
   CHECK_THAT(ErrorOf("server: {drain_timeout_seconds: 4000.5}"),
              Catch::Contains("4000.5 is outside [0, 3600]"));
+  CHECK_THAT(ErrorOf("server: {max_connection_age_seconds: -1}"),
+             Catch::Contains("server.max_connection_age_seconds"));
+  {
+    absl::StatusOr<ServerConfig> aged =
+        ParseServerConfig("server: {max_connection_age_seconds: 7}", "t.yaml");
+    REQUIRE(aged.ok());
+    CHECK(aged->server.max_connection_age_seconds == 7);
+  }
   CHECK_THAT(ErrorOf("limits: {max_prompt_bytes: -1}"), Catch::Contains("limits.max_prompt_bytes"));
 }
 
