@@ -158,15 +158,18 @@ def count_lost(client, server):
     Those pairs are counted as races. A call that the client saw end UNAVAILABLE and the
     server never counted was refused by the transport before the service saw it (a call that
     raced its connection's GOAWAY at server.max_connection_age_seconds, when the client does
-    not retry): a definite, retryable status, counted apart. Every other difference, and any
-    client call without a definite status, is lost.
+    not retry): a definite, retryable status, counted apart. A call the server ended
+    DEADLINE_EXCEEDED whose client saw UNAVAILABLE ("Socket closed": its connection closed
+    after its GOAWAY before the status reached it) is a race too. Every other difference,
+    and any client call without a definite status, is lost.
     """
     diff = {c: client.get(c, 0) - server.get(c, 0) for c in set(client) | set(server)}
     races = 0
-    for ended_by_client in ("DEADLINE_EXCEEDED", "CANCELLED"):
-        paired = min(max(0, -diff.get("OK", 0)), max(0, diff.get(ended_by_client, 0)))
-        diff["OK"] = diff.get("OK", 0) + paired
-        diff[ended_by_client] = diff.get(ended_by_client, 0) - paired
+    for ended_by_server, seen_by_client in (("OK", "DEADLINE_EXCEEDED"), ("OK", "CANCELLED"),
+                                            ("DEADLINE_EXCEEDED", "UNAVAILABLE")):
+        paired = min(max(0, -diff.get(ended_by_server, 0)), max(0, diff.get(seen_by_client, 0)))
+        diff[ended_by_server] = diff.get(ended_by_server, 0) + paired
+        diff[seen_by_client] = diff.get(seen_by_client, 0) - paired
         races += paired
     refused = max(0, diff.get("UNAVAILABLE", 0))
     diff["UNAVAILABLE"] = diff.get("UNAVAILABLE", 0) - refused
@@ -245,7 +248,8 @@ def main():
         print("soak: %d streams x %.0f s, %d requests" % (result["streams"], duration_s, total))
         print("  client by status: %s" % client)
         print("  server by status: %s" % server_counts)
-        print("  lost: %d (goal 0); races (server OK, client DEADLINE_EXCEEDED or CANCELLED): %d;"
+        print("  lost: %d (goal 0); races (server OK, client DEADLINE_EXCEEDED or CANCELLED; server"
+              " DEADLINE_EXCEEDED, client UNAVAILABLE): %d;"
               " refused in transit (client UNAVAILABLE, never reached the service): %d"
               % (lost, races, refused))
         print("  RSS: %.1f MB after warm-up, %.1f MB at the end, drift %+.1f%% (goal <= 10%%)" %

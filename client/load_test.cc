@@ -60,7 +60,9 @@ LoadReport RunLoad(const Connection& connection, const v1::GenerateRequest& requ
       const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
       absl::MutexLock lock(&mu);
       ++report.requests;
-      ++report.by_status[GrpcCodeName(status.error_code())];
+      const std::string code = GrpcCodeName(status.error_code());
+      ++report.by_status[code];
+      if (!status.ok()) report.first_error_by_status.emplace(code, status.error_message());
       if (status.ok()) {
         ++report.ok;
         report.generated_tokens += tokens;
@@ -69,6 +71,7 @@ LoadReport RunLoad(const Connection& connection, const v1::GenerateRequest& requ
     }
   };
   std::vector<std::thread> threads;
+  threads.reserve(options.concurrency);
   for (int i = 0; i < options.concurrency; ++i) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   report.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -83,6 +86,7 @@ std::string FormatLoadReport(const LoadReport& r, bool json) {
     j["requests"] = r.requests;
     j["ok"] = r.ok;
     j["by_status"] = r.by_status;
+    j["first_error_by_status"] = r.first_error_by_status;
     j["wall_seconds"] = r.wall_seconds;
     j["requests_per_second"] = r.ok / wall;
     j["generated_tokens"] = r.generated_tokens;
@@ -102,6 +106,9 @@ std::string FormatLoadReport(const LoadReport& r, bool json) {
   out += "by status:";
   for (const auto& [code, n] : r.by_status) absl::StrAppendFormat(&out, " %s=%d", code, n);
   out += "\n";
+  for (const auto& [code, message] : r.first_error_by_status) {
+    absl::StrAppendFormat(&out, "first %s: %s\n", code, message);
+  }
   return out;
 }
 

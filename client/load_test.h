@@ -18,6 +18,9 @@ struct LoadReport {
   int requests = 0;
   int ok = 0;
   std::map<std::string, int> by_status;  // gRPC code name -> count
+  // The first error message seen for each non-OK code: a count says that calls failed, the
+  // message says why (a GOAWAY, a reset stream, a refusal by the server).
+  std::map<std::string, std::string> first_error_by_status;
   double wall_seconds = 0;
   int64_t generated_tokens = 0;           // over OK requests
   std::vector<double> latencies_seconds;  // OK requests, sorted

@@ -108,6 +108,7 @@ int WaitForStopSignal() {
 }
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
 constexpr absl::Duration kFinalFlush = absl::Milliseconds(100);
+constexpr absl::Duration kGrpcCloseWait = absl::Seconds(1);
 constexpr absl::Duration kAcceptedConnectionGrace = absl::Milliseconds(200);
 
 // gRPC and protobuf log through their own global hooks; route them into the server's logger
@@ -428,6 +429,10 @@ void AwaitGrpcGoaways(const Serving& s, absl::Time stop_deadline) {
       std::max(absl::ZeroDuration(),
                std::min(absl::FromChrono(kShutdownGrace), stop_deadline - absl::Now())));
   absl::SleepFor(kFinalFlush);
+  // Half-close every gRPC connection and wait (briefly) for its client to close its side:
+  // exiting with a client's bytes unread would reset the connection, and a reset discards
+  // what the kernel has not yet sent of the last replies.
+  s.grpc_listener->CloseConnections(std::min(absl::Now() + kGrpcCloseWait, stop_deadline));
   // HTTP: close the listener and wait for its connection threads, i.e. until every HTTP
   // response (all of which have their final events now) is written; idle keep-alive
   // connections delay this by at most the keep-alive timeout, and a client trickling bytes

@@ -1,9 +1,12 @@
 #include "server/grpc/grpc_listener.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,7 +23,8 @@
 
 namespace dllm {
 
-absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address) {
+absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& address,
+                                                                 absl::Duration linger) {
   auto fail = [&address](const std::string& reason) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", reason));
   };
@@ -77,11 +82,28 @@ absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::stri
     close(fd);
     return fail(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-  return std::unique_ptr<GrpcListener>(new GrpcListener(fd, bound_port, wake_fd));
+  std::unique_ptr<GrpcListener> listener(new GrpcListener(fd, bound_port, wake_fd));
+  GrpcListener* self = listener.get();
+  absl::StatusOr<std::unique_ptr<LingeringCloser>> closer = LingeringCloser::Create(linger, [self] {
+    absl::MutexLock lock(&self->mu_);
+    self->PruneClosed();
+  });
+  if (!closer.ok()) return fail(std::string(closer.status().message()));
+  listener->closer_ = *std::move(closer);
+  RegisterShutdownClaimer(self);
+  return listener;
 }
 
 GrpcListener::~GrpcListener() {
   StopAccepting();
+  if (closer_ != nullptr) {
+    UnregisterShutdownClaimer(this);
+    closer_.reset();  // stops its sweeps of handed_
+  }
+  absl::MutexLock lock(&mu_);
+  for (const Handed& h : handed_) {
+    if (h.own_fd >= 0 && !h.released) close(h.own_fd);
+  }
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -136,12 +158,17 @@ void GrpcListener::Hand(int fd) {
   struct stat st = {};
   if (fstat(fd, &st) == 0) {
     absl::MutexLock lock(&mu_);
-    // Pruning costs an fstat per remembered connection: amortized, by doubling.
+    // Pruning costs an fstat per remembered connection: amortized, by doubling (and once a
+    // second from the closer's thread).
     if (handed_.size() >= prune_at_) {
       PruneClosed();
       prune_at_ = std::max<size_t>(64, 2 * handed_.size());
     }
-    handed_.push_back({fd, st.st_dev, st.st_ino, absl::Now()});
+    handed_.push_back({.fd = fd,
+                       .own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0),
+                       .device = st.st_dev,
+                       .inode = st.st_ino,
+                       .accepted = absl::Now()});
   }
   grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
   params.listener_fd = listen_fd_;
@@ -149,14 +176,84 @@ void GrpcListener::Hand(int fd) {
   acceptor_->HandleNewConnection(&params);
 }
 
+void GrpcListener::ForgetEpollRegistration(int fd) {
+  epoll_event unused = {};
+  for (const int epoll_fd : epoll_fds_) {
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, &unused) == 0) return;
+  }
+  // Not in a set seen so far: look for the process's epoll sets again (gRPC makes its own
+  // when it starts; ENOENT from the others is harmless).
+  epoll_fds_.clear();
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (const dirent* entry = readdir(dir)) {
+    int n = -1;
+    if (!absl::SimpleAtoi(entry->d_name, &n) || n == dirfd(dir)) continue;
+    char target[64] = {};
+    const std::string path = absl::StrCat("/proc/self/fd/", entry->d_name);
+    const ssize_t len = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (len > 0 && std::string_view(target, len) == "anon_inode:[eventpoll]") {
+      epoll_fds_.push_back(n);
+    }
+  }
+  closedir(dir);
+  for (const int epoll_fd : epoll_fds_) {
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, &unused) == 0) return;
+  }
+}
+
+void GrpcListener::Release(const Handed& h) {
+  if (h.own_fd >= 0) closer_->Close(h.own_fd);
+}
+
 void GrpcListener::PruneClosed() {
-  handed_.erase(std::remove_if(handed_.begin(), handed_.end(),
-                               [](const Handed& h) {
-                                 struct stat st = {};
-                                 return fstat(h.fd, &st) != 0 || st.st_dev != h.device ||
-                                        st.st_ino != h.inode;
-                               }),
-                handed_.end());
+  auto closed = std::stable_partition(handed_.begin(), handed_.end(), [](const Handed& h) {
+    struct stat st = {};
+    return fstat(h.fd, &st) == 0 && st.st_dev == h.device && st.st_ino == h.inode;
+  });
+  for (auto it = closed; it != handed_.end(); ++it) {
+    if (!it->released) Release(*it);
+  }
+  handed_.erase(closed, handed_.end());
+}
+
+bool GrpcListener::ClaimShutdown(int fd, int how) {
+  if (how != SHUT_RDWR) return false;
+  struct stat st = {};
+  if (fstat(fd, &st) != 0) return false;
+  absl::MutexLock lock(&mu_);
+  for (auto it = handed_.begin(); it != handed_.end(); ++it) {
+    if (it->fd != fd || it->device != st.st_dev || it->inode != st.st_ino) continue;
+    if (it->own_fd < 0) return false;  // no duplicate: gRPC's own shutdown and close
+    // gRPC is done with the connection and closes its descriptor next; the socket lives on
+    // in ours until its client has read the last replies and closed its side. gRPC's poller
+    // registered the socket in its epoll set, and a registration lasts as long as the socket,
+    // not the descriptor: remove it, as gRPC's close alone would have, so that the socket's
+    // last events are not reported to whichever connection gRPC gives that slot next.
+    ForgetEpollRegistration(fd);
+    if (!it->released) Release(*it);
+    handed_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+bool GrpcListener::CloseConnections(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    PruneClosed();
+    // Each stays in handed_ until gRPC's shutdown, which is then claimed (a SHUT_RD now
+    // would reset the socket we are closing gently).
+    for (Handed& h : handed_) {
+      if (h.own_fd >= 0 && !h.released) {
+        Release(h);
+        h.released = true;
+      } else if (h.own_fd < 0) {
+        RawShutdown(h.fd, SHUT_WR);
+      }
+    }
+  }
+  return closer_->AwaitNoneLingering(deadline);
 }
 
 size_t GrpcListener::open_connections() {

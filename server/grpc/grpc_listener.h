@@ -12,8 +12,14 @@
 // It also remembers the connections it handed over, so that a drain can wait until each has
 // been sent its GOAWAY (gRPC's max connection age) before it refuses calls on them.
 //
-// Thread-safety: Start and StopAccepting are called from one thread (main);
-// open_connections and OpenConnectionsAgedBy from any.
+// And it decides how they end. It keeps a duplicate of each connection's descriptor and
+// claims gRPC's shutdown(SHUT_RDWR) of it (server/grpc/socket_shutdown_hook.h), so that the
+// socket outlives gRPC's close and ends in a lingering close (server/grpc/lingering_closer.h)
+// instead of a reset that discards the last replies. Each open connection costs two
+// descriptors.
+//
+// Thread-safety: Start, StopAccepting and CloseConnections are called from one thread
+// (main); open_connections and OpenConnectionsAgedBy from any.
 #ifndef DLLM_SERVER_GRPC_GRPC_LISTENER_H_
 #define DLLM_SERVER_GRPC_GRPC_LISTENER_H_
 
@@ -29,16 +35,20 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/grpc/lingering_closer.h"
+#include "server/grpc/socket_shutdown_hook.h"
 
 namespace dllm {
 
-class GrpcListener {
+class GrpcListener : private SocketShutdownClaimer {
  public:
   // Binds and listens on `address` ("host:port", "[v6]:port"; port 0 = any free port).
   // UNAVAILABLE naming the address and the cause when it cannot (a port in use says so).
   // Like gRPC: SO_REUSEADDR, never SO_REUSEPORT (a second server must not split the traffic).
-  static absl::StatusOr<std::unique_ptr<GrpcListener>> Bind(const std::string& address);
-  ~GrpcListener();  // StopAccepting()
+  // A connection that gRPC ends lingers up to `linger` for its client to close its side.
+  static absl::StatusOr<std::unique_ptr<GrpcListener>> Bind(
+      const std::string& address, absl::Duration linger = absl::Seconds(5));
+  ~GrpcListener();  // StopAccepting(); connections still lingering are closed
   GrpcListener(const GrpcListener&) = delete;
   GrpcListener& operator=(const GrpcListener&) = delete;
 
@@ -53,23 +63,36 @@ class GrpcListener {
   // When every connection open now will have been open for `age`: the past when none is.
   // (With gRPC's max connection age below `age`, each has then been sent its GOAWAY.)
   absl::Time OpenConnectionsAgedBy(absl::Duration age);
+  // For an exit: half-closes every open connection (a FIN after the replies already
+  // written) and waits until each client has closed its side, or `deadline`. gRPC's own
+  // descriptors stay open (the process is about to end). True when all are closed.
+  bool CloseConnections(absl::Time deadline);
 
  private:
   GrpcListener(int listen_fd, int port, int wake_fd)
       : listen_fd_(listen_fd), port_(port), wake_fd_(wake_fd) {}
   void AcceptLoop();
   void Hand(int fd);  // gives an accepted connection to gRPC
-  // Forgets connections gRPC has closed.
+  // Hands the connections gRPC has closed without a shutdown to the closer (a safety net:
+  // gRPC 1.51 always shuts down first).
   void PruneClosed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ClaimShutdown(int fd, int how) override;
 
-  // A connection handed to gRPC. Its descriptor is gRPC's; it is still open while the
-  // descriptor refers to the same socket (a reused number has another inode).
+  // A connection handed to gRPC. `fd` is gRPC's descriptor; it is still open while it refers
+  // to the same socket (a reused number has another inode). `own_fd` is ours, a duplicate
+  // (-1 when there was no descriptor to spare: then gRPC's close ends it).
   struct Handed {
     int fd;
+    int own_fd;
     dev_t device;
     ino_t inode;
     absl::Time accepted;
+    bool released = false;  // own_fd is the closer's now (CloseConnections)
   };
+  // Ends our hold on `h`'s socket: a lingering close of our duplicate.
+  void Release(const Handed& h);
+  // Removes `fd` from the epoll set it is registered in (gRPC's), if any.
+  void ForgetEpollRegistration(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int listen_fd_;
   const int port_;
@@ -79,6 +102,9 @@ class GrpcListener {
   absl::Mutex mu_;
   std::vector<Handed> handed_ ABSL_GUARDED_BY(mu_);
   size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;
+  std::vector<int> epoll_fds_ ABSL_GUARDED_BY(mu_);  // the process's epoll sets, last seen
+  // Last member: destroyed first, its thread (which sweeps handed_) stopped before the rest.
+  std::unique_ptr<LingeringCloser> closer_;
 };
 
 }  // namespace dllm

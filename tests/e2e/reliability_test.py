@@ -74,6 +74,31 @@ def wait_counts(server, total, timeout=30, settle=None):
     return counts
 
 
+def unavailable_in_transit(test, client, server, errors):
+    """Client counts with the calls that a retired connection ended UNAVAILABLE put back
+    under the status the server counted them with; fails unless they are few and of the
+    two known kinds.
+
+    At a connection's GOAWAY (server.max_connection_age_seconds, 2 s here) gRPC can end a
+    call UNAVAILABLE on the client in two ways that are not losses: a call sent just as the
+    connection is retired never reaches the service ("GOAWAY received"; the server has no
+    record), and a call whose deadline expired on the server can see its connection close
+    before its status ("Socket closed"; the server counted DEADLINE_EXCEEDED). Under CPU
+    contention a run of ~10,000 calls saw 0-2. A call the server completed OK but its client
+    saw UNAVAILABLE is a lost reply, never accepted here (the lingering close exists for it).
+    """
+    client = dict(client)
+    unavailable = client.pop("UNAVAILABLE", 0)
+    test.assertLessEqual(unavailable, 3 + sum(client.values()) // 1000, (client, errors))
+    messages = {e["UNAVAILABLE"] for e in errors if "UNAVAILABLE" in e}
+    test.assertTrue(messages <= {"GOAWAY received", "Socket closed"}, errors)
+    expired = min(unavailable, max(0, server.get("DEADLINE_EXCEEDED", 0) -
+                                   client.get("DEADLINE_EXCEEDED", 0)))
+    if expired:
+        client["DEADLINE_EXCEEDED"] = client.get("DEADLINE_EXCEEDED", 0) + expired
+    return client
+
+
 def wait_exit(server, timeout=60):
     try:
         return server.proc.wait(timeout=timeout)
@@ -221,7 +246,10 @@ class ReliabilityTest(unittest.TestCase):
         total = sum(client.values())
         self.assertGreater(client.get("OK", 0), 0, client)
         self.assertTrue(set(client) <= DEFINITE, client)
-        self.assertEqual(wait_counts(s, total), client)
+        errors = [rep.get("first_error_by_status", {}) for rep in reports]
+        # Every call is counted once, as its client saw it (but see unavailable_in_transit).
+        server = wait_counts(s, total, settle=3 if "UNAVAILABLE" in client else None)
+        self.assertEqual(server, unavailable_in_transit(self, client, server, errors), errors)
         print("load: client", client, file=sys.stderr)
 
     def test_drain_under_load(self):
@@ -253,7 +281,11 @@ class ReliabilityTest(unittest.TestCase):
         rep = self.report(load, all_fail=True)
         client = rep["by_status"]
         server = wait_counts(s, rep["requests"], settle=3)
-        self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}, client)
+        errors = [rep.get("first_error_by_status", {})]
+        self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE"},
+                        (client, errors))
+        self.assertNotIn("UNAVAILABLE", server)
+        client = unavailable_in_transit(self, client, server, errors)
         unexpected = [r for r in s.records("request_done") if r.get("status") not in client]
         self.assertTrue(set(server) <= set(client), (server, client, unexpected[:5]))
         # Every call the server saw is counted once with the status its client got. A call
