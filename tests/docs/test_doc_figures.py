@@ -1,0 +1,211 @@
+"""Figures in README.md and docs/ against the committed rows files they come from.
+
+Each check fails when a number in the prose or a table disagrees with its source:
+  - docs/results/tune-<model>.md is what `bench/tune.py report` makes of the committed rows;
+  - every docs/results/<name>.md beside a <name>.jsonl is what bench/bench_table.py makes of
+    those rows in one of its layouts (the paper comparisons: `--layout paper`, a blank line,
+    then the default layout);
+  - the tuned comparison's tables in README.md and docs/paper-comparison.md: every number of
+    every row equals, at the printed precision, the test row of
+    docs/results/tune-<model>-test.jsonl with that method and setting (vanilla: the stored
+    baseline); the vanilla accuracies quoted beside them equal the stored baselines.
+
+  /usr/bin/python3 -m tests.docs.test_doc_figures     (from the repository root)
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+from bench import tune
+from tests import unittest_exit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS = os.path.join(ROOT, "docs", "results")
+BENCH_TABLE = os.path.join(ROOT, "bench", "bench_table.py")
+TUNED_MODELS = ("llada-cot", "dream-cot")
+
+# Method labels in the docs' tables -> bench/tune.py's method names.
+METHODS = {
+    "Elastic-Cache": "elastic",
+    "d2Cache": "d2cache",
+    "EntropyCache": "entropy",
+    "EntropyCache + `recent_min_entropy` 0.3": "entropy-min",
+    "EntropyCache variant": "entropy-min",
+    "Fast-dLLM dual cache": "dual",
+    "dual (Fast-dLLM)": "dual",
+    "prefix (Fast-dLLM)": "prefix",
+}
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def rows(path):
+    return [json.loads(line) for line in read(path).splitlines() if line.strip()]
+
+
+def printed_as(value, text):
+    """True when `value` printed at `text`'s precision is `text` (a number as the docs show
+    it: '0.926', '+4.2', '25.8')."""
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(round(value, decimals) - float(text)) < 0.5 * 10 ** -decimals + 1e-9
+
+
+def numbers(text):
+    return sorted(float(n) for n in NUMBER.findall(text))
+
+
+def setting_numbers(row):
+    """The numbers of a row's decoding and policy ("window:w=16,threshold=0.9",
+    "d2cache:rollout_p=0.05,current_k=16"), not of their names."""
+    return numbers(" ".join(part.split(":", 1)[-1] for part in
+                            (row["tune"]["decoding"], row["tune"]["policy"])))
+
+
+def tables_in(path, start_marker, header_prefix):
+    """The tables after `start_marker` in `path` whose header starts with `header_prefix`:
+    [(header cells, [row cells...])], in document order, up to the next "## " heading."""
+    text = read(os.path.join(ROOT, path))
+    start = text.index(start_marker)
+    end = text.find("\n## ", start)
+    section = text[start:end if end >= 0 else len(text)]
+    tables, current = [], None
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith(header_prefix):
+            current = (cells, [])
+            tables.append(current)
+        elif line.startswith("|---"):
+            continue
+        elif line.startswith("| ") and current is not None:
+            current[1].append(cells)
+        else:
+            current = None
+    return tables
+
+
+def row_values(r):
+    """What a tune row prints as, by column kind."""
+    vs = r.get("vs_baseline", {})
+    return {
+        "accuracy": r["accuracy"],
+        "diff": 100 * vs["accuracy_diff"] if vs else None,
+        "se": 100 * vs["accuracy_diff_se"] if vs else None,
+        "speed-up": r.get("speedup_vs_baseline_cpu", 1.0),
+        "rows/token": r["rows_per_token"],
+        "GMACs/token": r["macs_per_token"] * 1e-9,
+        "full-step ratio": r["full_step_ratio"],
+        "decision overhead": 100 * r["decision_overhead_frac"],
+    }
+
+
+def printed_cells(header, cells):
+    """{column kind: printed number} of one row of a tune table ("-" cells left out)."""
+    out = {}
+    for name, cell in zip(header, cells):
+        found = NUMBER.findall(cell.replace("**", ""))
+        if not found:
+            continue
+        if name.startswith("accuracy (paired"):
+            out["accuracy"], out["diff"], out["se"] = found[:3]
+        elif name == "accuracy":
+            out["accuracy"] = found[0]
+        elif name == "vs vanilla":
+            out["diff"], out["se"] = found[:2]
+        elif name.startswith("speed-up"):
+            out["speed-up"] = found[0]
+        elif name in ("rows/token", "GMACs/token", "full-step ratio", "decision overhead"):
+            out[name] = found[0]
+    return out
+
+
+class DocFiguresTest(unittest.TestCase):
+    def test_tune_reports_are_made_from_their_rows(self):
+        for model in TUNED_MODELS:
+            with self.subTest(model=model):
+                report = "\n".join(tune.report(RESULTS, model)) + "\n"
+                path = tune.paths(RESULTS, model, "test")["report"]
+                self.assertEqual(read(path), report, f"{path}: rerun bench/tune.py report {model}")
+
+    def test_results_tables_are_made_from_their_rows(self):
+        checked = 0
+        for md in sorted(glob.glob(os.path.join(RESULTS, "*.md"))):
+            source = md[:-3] + ".jsonl"
+            if os.path.basename(md).startswith("tune-") or not os.path.exists(source):
+                continue
+            with self.subTest(table=os.path.basename(md)):
+                made = {}
+                for layout in ("default", "paper", "shadow"):
+                    out = subprocess.run([sys.executable, BENCH_TABLE, "--layout", layout, source],
+                                         capture_output=True, text=True, check=True)
+                    made[layout] = out.stdout
+                # The paper comparisons show the paper's layout, then every column.
+                made["paper, then default"] = made["paper"] + "\n" + made["default"]
+                self.assertIn(read(md), made.values(),
+                              f"{md} is not bench/bench_table.py's table of {source} in any "
+                              f"layout ({', '.join(made)})")
+                checked += 1
+        self.assertGreater(checked, 10)
+
+    def check_tune_tables(self, path, start_marker, header_prefix):
+        tables = tables_in(path, start_marker, header_prefix)
+        self.assertEqual(len(tables), len(TUNED_MODELS), (path, "one table per tuned model"))
+        for model, (header, table) in zip(TUNED_MODELS, tables):
+            test_rows = rows(tune.paths(RESULTS, model, "test")["rows"])
+            vanilla = rows(tune.paths(RESULTS, model, "test")["vanilla"])[0]["row"]
+            self.assertGreaterEqual(len(table), 5, (path, model))
+            for cells in table:
+                with self.subTest(path=path, model=model, row=cells[0] + ", " + cells[1]):
+                    if cells[0] == "vanilla":
+                        r = vanilla
+                    else:
+                        label = re.sub(r"\s*\((ours|no test point within 1 point)\)$", "",
+                                       cells[0])
+                        self.assertIn(label, METHODS, "a method the test does not know")
+                        method = METHODS[label]
+                        setting = cells[1]
+                        if "recent_min_entropy" in label and "recent_min_entropy" not in setting:
+                            setting += " " + label
+                        candidates = [r for r in test_rows if r["tune"]["method"] == method and
+                                      setting_numbers(r) == numbers(setting)]
+                        self.assertEqual(len(candidates), 1,
+                                         (cells, "no single test row has this method and setting"))
+                        r = candidates[0]
+                    values = row_values(r)
+                    printed = printed_cells(header, cells)
+                    self.assertIn("accuracy", printed)
+                    for kind, text in printed.items():
+                        self.assertIsNotNone(values[kind], (kind, cells))
+                        self.assertTrue(printed_as(values[kind], text),
+                                        f"{kind}: the table says {text}, the row {values[kind]}")
+
+    def test_readme_tune_tables_match_the_test_rows(self):
+        self.check_tune_tables("README.md", "**Which cache on a model that hesitates**",
+                               "| method | setting |")
+
+    def test_paper_comparison_tune_tables_match_the_test_rows(self):
+        self.check_tune_tables(os.path.join("docs", "paper-comparison.md"),
+                               "**llada-cot, 500 test items**",
+                               "| method | setting (val front point) |")
+
+    def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
+        readme = read(os.path.join(ROOT, "README.md"))
+        quoted = re.search(r"paired against vanilla \(llada-cot ([\d.]+), dream-cot ([\d.]+)\)",
+                           readme)
+        self.assertIsNotNone(quoted, "the README no longer quotes the vanilla baselines")
+        for model, text in zip(TUNED_MODELS, quoted.groups()):
+            stored = rows(tune.paths(RESULTS, model, "test")["vanilla"])[0]["row"]
+            self.assertTrue(printed_as(stored["accuracy"], text), (model, text, stored["accuracy"]))
+            percent = f"{100 * stored['accuracy']:.1f}% of the 500"
+            self.assertIn(f"{model} {percent}" if model == "dream-cot" else percent, readme, model)
+
+
+if __name__ == "__main__":
+    unittest_exit.main()
