@@ -800,7 +800,7 @@ class HttpTest(unittest.TestCase):
     PLAYGROUND = {"prompt": "What is 7 + 3?", "max_tokens": 32, "block_length": 16,
                   "threshold": 0, "policy": "entropy", "tau": 0.3, "recent_k": 8, "seed": 5}
 
-    def playground(self, server, scenario):
+    def playground(self, server, scenario, screenshot=True):
         setup = subprocess.run([os.path.join(HTTP_TESTS_DIR, "npm_ci.sh")],
                                capture_output=True, text=True, timeout=300)
         self.assertEqual(setup.returncode, 0, setup.stderr)
@@ -809,7 +809,7 @@ class HttpTest(unittest.TestCase):
         env = dict(os.environ, DLLM_ORIGIN="http://127.0.0.1:%d" % server.http_port,
                    DLLM_TOKEN=TOKEN, DLLM_SETTINGS=json.dumps(self.PLAYGROUND))
         shot = os.environ.get("DLLM_PLAYGROUND_SCREENSHOT")
-        if shot:
+        if shot and screenshot:
             env["DLLM_SCREENSHOT"] = os.path.abspath(shot)
         r = subprocess.run(["node", os.path.join(HTTP_TESTS_DIR, "playground_test.mjs"), scenario],
                            capture_output=True, text=True, timeout=600, env=env)
@@ -852,6 +852,23 @@ class HttpTest(unittest.TestCase):
         self.assertGreater(single["marks"], single["full_marks"], "EntropyCache took partial steps")
         none = self.client_generate(s, dict(self.PLAYGROUND, policy="none"))
         self.assertEqual(shown["side_by_side"]["b"]["answer"], none.get("text", ""))
+
+    def test_playground_presets(self):
+        """The page opens on a preset of the served model that it answers right, and so does
+        every other preset in its menu; on the cot models the trace has peaks that refresh
+        the cache (full steps after the first)."""
+        for name in ("llada-tiny", "dream-tiny", "llada-cot", "dream-cot"):
+            with self.subTest(model=name):
+                s = self.start(model=os.path.join(SOURCE_DIR, "models", name), auth=False,
+                               overrides={"limits": {"max_prompt_tokens": 1024}})
+                # The README's screenshot (DLLM_PLAYGROUND_SCREENSHOT): llada-cot's first preset.
+                shown = self.playground(s, "presets", screenshot=name == "llada-cot")["presets"]
+                self.assertGreaterEqual(len(shown), 2 if name.endswith("-cot") else 1)
+                if name.endswith("-cot"):
+                    first = shown[0]
+                    self.assertGreater(first["full_marks"], 1, first)
+                    self.assertGreater(first["marks"], first["full_marks"], first)
+                s.kill()
 
     def test_playground_auth(self):
         """With tokens configured the page asks for one: its request without a token is

@@ -6,11 +6,13 @@
 //   DLLM_SETTINGS    JSON {prompt, max_tokens, block_length, threshold, policy, tau, recent_k,
 //                    seed}: what the form is set to
 //   DLLM_SCREENSHOT  where to save a PNG of the finished generation (optional)
-//   argv[2]          scenario: "page" | "auth"
+//   argv[2]          scenario: "page" | "auth" | "presets"
 // Prints one JSON line (`RESULT {...}`) with what the page showed, for the Python side to
 // compare with dllm-client; exits non-zero on the first failed assertion.
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
+
+import { PRESETS } from "../../server/http/playground/presets.js";
 
 const origin = process.env.DLLM_ORIGIN;
 const settings = JSON.parse(process.env.DLLM_SETTINGS ?? "{}");
@@ -156,6 +158,34 @@ async function pageScenario(browser) {
   return { single, side_by_side: { a, b } };
 }
 
+// The page opens on the served model's first preset; each preset in the menu, generated as
+// set, gives the answer presets.js says (the screenshot is of the first, as the page opens).
+async function presetsScenario(browser) {
+  const { page, errors } = await openPage(browser, "ready");
+  const titles = await page.locator("#preset option").allTextContents();
+  assert.ok(titles.length > 0, "no preset for this model");
+  assert.ok(await page.locator("#preset").isVisible());
+  const shown = [];
+  for (const [i, title] of titles.entries()) {
+    const preset = PRESETS.find((p) => p.title === title);
+    assert.ok(preset, `unknown preset ${title}`);
+    if (i > 0) await page.selectOption("#preset", String(i));
+    assert.equal(await page.inputValue("#prompt"), preset.prompt);
+    await generate(page);
+    const run = await panel(page, 0);
+    assert.equal(run.state, "done", JSON.stringify(run));
+    assert.ok(run.answer.includes(preset.answer),
+              `preset "${title}": answered ${JSON.stringify(run.answer)}, not ${preset.answer}`);
+    assert.equal(String(run.marks), run.stats.steps, "one strip mark per step");
+    if (i === 0 && process.env.DLLM_SCREENSHOT) {
+      await page.screenshot({ path: process.env.DLLM_SCREENSHOT, fullPage: true });
+    }
+    shown.push({ title, ...run });
+  }
+  assert.deepEqual(errors, [], "console errors");
+  return { presets: shown };
+}
+
 async function authScenario(browser) {
   const { page, errors } = await openPage(browser, "error");
   assert.ok(await page.locator("#auth").isVisible(), "the page asks for a token");
@@ -183,7 +213,9 @@ async function authScenario(browser) {
 
 const browser = await launch();
 try {
-  const result = scenario === "auth" ? await authScenario(browser) : await pageScenario(browser);
+  const scenarios = { page: pageScenario, auth: authScenario, presets: presetsScenario };
+  assert.ok(scenarios[scenario], `unknown scenario ${scenario}`);
+  const result = await scenarios[scenario](browser);
   console.log(`RESULT ${JSON.stringify(result)}`);
 } finally {
   await browser.close();

@@ -5,6 +5,7 @@
 // Values are sent as typed: the server validates them and its message is shown verbatim.
 
 import { ApiError, getJson, postEvents } from "./sse.js";
+import { presetsFor } from "./presets.js";
 import { RunView } from "./run_view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -22,6 +23,7 @@ let fields = null;       // the table of /v1/dllm/fields, once loaded
 let fieldsLoad = null;   // its request in flight (or done), so that a reload asks only once
 let info = null;
 let running = null;  // AbortController of the generations in flight
+let promptTyped = false;  // the user has edited the prompt: presets no longer replace it
 
 function knob(side, name) {
   return $(`${side}-${name}`);
@@ -177,9 +179,41 @@ function applyDefaults(side, model) {
   updateRelevance(side);
 }
 
+// Sets the prompt and both sides from a preset (presets.js): side A as the preset says, side
+// B the same decoding with no cache. Settings the preset leaves out keep the model's defaults.
+function applyPreset(preset) {
+  $("prompt").value = preset.prompt;
+  document.querySelector("input[name=mode][value=chat]").checked = true;
+  for (const side of ["a", "b"]) {
+    applyDefaults(side, info);
+    for (const [name, v] of Object.entries(preset.settings)) {
+      const input = knob(side, name);
+      if (!input) continue;
+      const text = side === "b" && name === "policy" ? "none" : String(v);
+      // A policy or schedule this server does not offer stays at its default.
+      if (input.tagName !== "SELECT" || [...input.options].some((o) => o.value === text)) {
+        input.value = text;
+      }
+    }
+    updateRelevance(side);
+  }
+}
+
+// The presets for the served model in the menu; the first applied, unless the user has
+// typed a prompt already (the model info loads again when a token is entered).
+function applyPresets(model) {
+  const presets = presetsFor(model.model ?? "");
+  const menu = $("preset");
+  menu.replaceChildren(...presets.map((p, i) => new Option(p.title, String(i))));
+  menu.closest("label").hidden = presets.length === 0;
+  menu.onchange = () => applyPreset(presets[Number(menu.value)]);
+  if (presets.length > 0 && !promptTyped) applyPreset(presets[0]);
+}
+
 function applyInfo(model) {
   info = model;
   for (const side of ["a", "b"]) applyDefaults(side, model);
+  applyPresets(model);
   const l = model.limits ?? {};
   $("model-line").textContent =
     `${model.model} (${model.family}, ${model.num_layers} layers, vocabulary ${model.vocab_size}, ` +
@@ -362,6 +396,7 @@ function init() {
   $("compare").addEventListener("change", () => {
     $("settings-b").hidden = !$("compare").checked;
   });
+  $("prompt").addEventListener("input", () => { promptTyped = true; });
   $("form").addEventListener("submit", generate);
   $("stop").addEventListener("click", () => running?.abort());
   loadInfo();
