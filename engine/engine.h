@@ -143,6 +143,10 @@ class EngineObserver {
     double seconds = 0;  // wall time of the step (plan + forward + commit)
     double decision_seconds = 0;
     std::vector<float> committed_entropies;  // one per token committed this step
+    // Per sequence of the step, in batch order: tokens it committed (vLLM's accepted tokens
+    // per draft, a draft being one sequence's denoising step).
+    std::vector<int> committed_per_sequence;
+    int64_t predicted_positions = 0;  // canvas positions predicted (vLLM's draft tokens)
   };
   virtual void OnStep(const StepInfo& info) {}
   // Gauges, reported after every step and every admission change.

@@ -20,6 +20,9 @@ const Histogram::BucketBoundaries kDriftBuckets = {0.001, 0.003, 0.01, 0.03, 0.1
 const Histogram::BucketBoundaries kProbChangeBuckets = {0.001, 0.005, 0.01, 0.02, 0.05,
                                                         0.1,   0.2,   0.3,  0.5,  1};
 const Histogram::BucketBoundaries kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+// Tokens one sequence-step commits: 0 (a step that committed nothing), 1 (vanilla), a few
+// (threshold decoding: ~3-4 on the cot models), up to a whole block.
+const Histogram::BucketBoundaries kCommittedBuckets = {0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
 
 prometheus::Histogram& MakeHistogram(prometheus::Registry& r, const std::string& name,
                                      const std::string& help,
@@ -68,6 +71,13 @@ ServerMetrics::ServerMetrics()
                               "Sequence-steps that recomputed every row")),
       partial_steps_(MakeCounter(*registry_, "dllm_partial_steps_total",
                                  "Sequence-steps that recomputed a subset of rows")),
+      canvas_positions_(MakeCounter(*registry_, "dllm_canvas_positions_total",
+                                    "Canvas positions predicted by sequence-steps")),
+      committed_tokens_(MakeCounter(*registry_, "dllm_committed_tokens_total",
+                                    "Tokens committed (end tokens included)")),
+      committed_per_step_(MakeHistogram(*registry_, "dllm_committed_tokens_per_step",
+                                        "Tokens committed by one sequence-step",
+                                        kCommittedBuckets)),
       refresh_ratio_(MakeGauge(*registry_, "dllm_cache_refresh_ratio",
                                "Full refreshes / sequence-steps over the last 256 sequence-steps")),
       entropy_(MakeHistogram(*registry_, "dllm_decoded_token_entropy",
@@ -146,6 +156,9 @@ void ServerMetrics::OnStep(const StepInfo& info) {
   denoise_steps_.Increment(info.sequences);
   full_steps_.Increment(info.full_sequences);
   partial_steps_.Increment(info.partial_sequences);
+  canvas_positions_.Increment(static_cast<double>(info.predicted_positions));
+  committed_tokens_.Increment(static_cast<double>(info.committed_entropies.size()));
+  for (int n : info.committed_per_sequence) committed_per_step_.Observe(n);
   for (float e : info.committed_entropies) entropy_.Observe(e);
   rows_per_step_.Observe(static_cast<double>(info.rows));
   batch_size_.Observe(info.sequences);

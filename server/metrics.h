@@ -14,6 +14,13 @@
 //   dllm_denoise_steps_total               counter: sequence-steps (a step of B sequences adds B)
 //   dllm_full_refresh_steps_total          counter: sequence-steps that were full refreshes
 //   dllm_partial_steps_total               counter: sequence-steps that were partial
+//   dllm_canvas_positions_total            counter: canvas positions predicted (per
+//                                          sequence-step, the masked positions it denoised)
+//   dllm_committed_tokens_total            counter: tokens committed (end tokens included)
+//   dllm_committed_tokens_per_step         histogram: tokens one sequence-step committed
+//     (vLLM's diffusion reading of its speculative-decoding counters: a denoising step is a
+//     draft, canvas positions are draft tokens, committed tokens are accepted tokens; see
+//     docs/operations.md)
 //   dllm_cache_refresh_ratio               gauge: full / all over the last 256 sequence-steps
 //   dllm_decoded_token_entropy             histogram: entropy (nats) of each committed token
 //   dllm_rows_per_step                     histogram: query rows computed per step
@@ -99,6 +106,9 @@ class ServerMetrics : public EngineObserver {
   prometheus::Counter& denoise_steps_;
   prometheus::Counter& full_steps_;
   prometheus::Counter& partial_steps_;
+  prometheus::Counter& canvas_positions_;
+  prometheus::Counter& committed_tokens_;
+  prometheus::Histogram& committed_per_step_;
   prometheus::Gauge& refresh_ratio_;
   prometheus::Histogram& entropy_;
   prometheus::Histogram& rows_per_step_;

@@ -97,6 +97,20 @@ def panels():
                     "Time from admission to the first committed (final) block, the dLLM analogue of TTFT. Provisional canvas snapshots do not count."), 8),
         (timeseries("Queue wait", quantiles("dllm_queue_wait_seconds"), "s",
                     "Time a request waits for a batch slot and KV budget before its first step."), 8),
+        (row("Serving (vLLM's diffusion view)"), 24),
+        (timeseries("Requests within latency targets", [
+            (f'sum(rate(dllm_request_duration_seconds_bucket{{{SEL}, le="5"}}[{RATE}])) / sum(rate(dllm_request_duration_seconds_count{{{SEL}}}[{RATE}]))', "E2EL <= 5 s"),
+            (f'sum(rate(dllm_time_to_first_commit_seconds_bucket{{{SEL}, le="1"}}[{RATE}])) / sum(rate(dllm_time_to_first_commit_seconds_count{{{SEL}}}[{RATE}]))', "first commit <= 1 s"),
+            (f'sum(rate(dllm_queue_wait_seconds_bucket{{{SEL}, le="1"}}[{RATE}])) / sum(rate(dllm_queue_wait_seconds_count{{{SEL}}}[{RATE}]))', "queue wait <= 1 s"),
+        ], "percentunit", "Share of accepted requests meeting each latency target (histogram buckets at 5 s and 1 s), the server-side view of SLO attainment: goodput is this share times the request rate. bench/serve.py measures the client-side figures (TTFT, TPOT, ITL, E2EL, goodput) with vLLM's definitions."), 8),
+        (timeseries("Committed tokens per step (acceptance length)", [
+            (f"sum(rate(dllm_committed_tokens_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_denoise_steps_total{{{SEL}}}[{RATE}]))", "mean"),
+            (f"histogram_quantile(0.5, sum by (le) (rate(dllm_committed_tokens_per_step_bucket{{{SEL}}}[{RATE}])))", "p50"),
+            (f"histogram_quantile(0.95, sum by (le) (rate(dllm_committed_tokens_per_step_bucket{{{SEL}}}[{RATE}])))", "p95"),
+        ], "short", "Tokens one sequence-step commits: vLLM's mean acceptance length when it serves diffusion LMs through its speculative-decoding path (a draft = a denoising step, accepted tokens = committed tokens). 1 for vanilla decoding; threshold decoding commits several."), 8),
+        (timeseries("Acceptance rate (committed / canvas positions)", [
+            (f"sum(rate(dllm_committed_tokens_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_canvas_positions_total{{{SEL}}}[{RATE}]))", "committed / predicted positions"),
+        ], "percentunit", "Committed tokens over the canvas positions the steps predicted (vLLM's accepted / draft tokens): how much of each step's canvas work turns into output."), 8),
         (row("Load"), 24),
         (timeseries("Queue depth and running requests", [
             (f"sum by (pod) (dllm_num_requests_waiting{{{SEL}}})", "{{pod}} waiting"),

@@ -185,6 +185,8 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
     (plan_.full ? info->full_sequences : info->partial_sequences) += 1;
     info->rows += rows_computed;
     info->decision_seconds += plan_seconds_ + decision;
+    info->committed_per_sequence.push_back(static_cast<int>(committed->size()));
+    info->predicted_positions += static_cast<int64_t>(rows.size());
   }
 
   last_step_entropy_ = 0.0f;

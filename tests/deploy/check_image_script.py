@@ -4,7 +4,7 @@ Dockerfiles, the server config, the task data and scripts/deps. No container eng
 standard library only. What tests/deploy/check_docker.py covers (stages, USER, HEALTHCHECK,
 EXPOSE vs the Deployment, .dockerignore) is not repeated here.
 
-  check_image_script.py <repo root> [--ctest CTEST --build-dir DIR]
+  check_image_script.py <repo root>
   check_image_script.py <repo root> --self-test
 
 Checks:
@@ -13,17 +13,18 @@ Checks:
     from a registry base); the CUDA toolkit volume lands where docker/Dockerfile looks for it;
   * the builds use --format docker (the OCI format drops HEALTHCHECK);
   * the run publishes every EXPOSEd port, and the HTTP port it publishes is the one it passes;
-  * its drain limit is config/default.yaml's server.drain_timeout_seconds;
+  * its stop limit is config/default.yaml's lame duck + drain timeout + 1 s, read from the
+    config's keys (which must exist);
   * its test prompts and answers are a pair in tools/tasks/data/test.jsonl;
   * scripts/deps honours DLLM_DEPS_NODE (set by the Dockerfiles) and its pinned Node.js
     satisfies every engines.node in tests/*/package-lock.json;
-  * with --build-dir: the pristine ctest subset selects a test of every install step.
+  * pristine runs the whole suite unless DLLM_PRISTINE_TESTS narrows it, and a test that
+    fails in the suite and passes alone fails the run (a nonzero exit after FLAKY).
 --self-test breaks each agreement in memory and fails unless every break is caught.
 """
 import json
 import pathlib
 import re
-import subprocess
 import sys
 
 ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--")
@@ -109,12 +110,24 @@ def check(t: dict) -> list:
     if not http or int(http.group(1)) not in published:
         errors.append("scripts/image run_checks: passes no --http-port it also publishes")
 
-    # Drain limit = the config the image ships.
-    drain = shell_var(image, "DRAIN_TIMEOUT_S")
-    want = re.search(r"^\s*drain_timeout_seconds:\s*(\d+)", t["config/default.yaml"], re.M)
-    if not want or drain is None or drain.split()[0] != want.group(1):
-        errors.append(f"scripts/image: DRAIN_TIMEOUT_S={drain}, config/default.yaml "
-                      f"drain_timeout_seconds: {want.group(1) if want else '?'}")
+    # Stop limit = the lame duck and drain timeout of the config the image ships.
+    for var, key in (("LAME_DUCK_S", "lame_duck_seconds"),
+                     ("DRAIN_TIMEOUT_S", "drain_timeout_seconds")):
+        line = re.search(rf"^{var}=(.*)$", image, re.M)
+        reads = line.group(1) if line else ""
+        if f'"{key}:"' not in reads or "config/default.yaml" not in reads:
+            errors.append(f"scripts/image: {var} is not read from config/default.yaml's {key}")
+        if not re.search(rf"^\s*{key}:\s*\d+", t["config/default.yaml"], re.M):
+            errors.append(f"config/default.yaml: no server.{key}, which scripts/image reads")
+    if not re.search(r"stop_bound_s=\$\(\(LAME_DUCK_S \+ DRAIN_TIMEOUT_S \+ 1\)\)", image):
+        errors.append("scripts/image: the stop bound is not lame duck + drain timeout + 1 s")
+
+    # Pristine: the whole suite by default; a flaky test fails the run.
+    if not re.search(r"local tests=\$\{DLLM_PRISTINE_TESTS:-\}", image):
+        errors.append("scripts/image pristine: does not run the whole suite by default")
+    if not re.search(r'FLAKY[^\n]*\n\s*exit [1-9]', image):
+        errors.append("scripts/image pristine: a test that fails then passes alone does not "
+                      "fail the run")
 
     # Prompts the shipped model answers: pairs of the task suite's test set.
     tasks = {}
@@ -146,26 +159,6 @@ def check(t: dict) -> list:
     return errors
 
 
-def check_pristine_subset(image: str, ctest: str, build_dir: pathlib.Path) -> list:
-    """The pristine run's ctest subset selects a test of every install step."""
-    m = re.search(r"^PRISTINE_TESTS='([^']*)'", image, re.M)
-    if not m:
-        return ["scripts/image: no PRISTINE_TESTS='...'"]
-    r = subprocess.run([ctest, "-N", "-R", m.group(1)], cwd=build_dir, capture_output=True,
-                       text=True)
-    names = re.findall(r"Test\s+#\d+: (.*)", r.stdout)
-    need = {  # install step -> a test that cannot pass without it
-        "tests/deploy npm tree": r"deploy:npm_ci",
-        "tests/http npm tree + openai": r"http:openai_sdk",
-        "chromium": r"http:playground", "promtool": r"deploy:promtool_.*",
-        "clang + libclang-rt (fuzzers)": r"fuzz:.*", "python3-torch": r"tools:reference_modeling",
-        "python3-grpc-tools": r"http:grpc_python", "openssl": r"e2e:tls",
-        "prometheus": r"e2e:metrics_scraped_by_prometheus", "git": r"deploy:dockerfiles",
-    }
-    return [f"PRISTINE_TESTS selects no {rx} ({what})" for what, rx in need.items()
-            if not any(re.fullmatch(rx, n) for n in names)]
-
-
 def self_test(t: dict) -> int:
     breaks = {
         "a build arg the Dockerfile lacks": ("docker/Dockerfile.cpu", "ARG DEBIAN_IMAGE",
@@ -174,8 +167,14 @@ def self_test(t: dict) -> int:
         "OCI format": ("scripts/image", "--format docker", "--format oci"),
         "toolkit path": ("scripts/image", '"$cuda_home:/usr/local/cuda:ro"',
                          '"$cuda_home:/opt/cuda:ro"'),
-        "drain timeout": ("config/default.yaml", "drain_timeout_seconds: 30",
-                          "drain_timeout_seconds: 45"),
+        "drain timeout key": ("config/default.yaml", "drain_timeout_seconds: 30",
+                              "drain_timeout: 30"),
+        "stop bound without the lame duck": ("scripts/image",
+                                             "LAME_DUCK_S + DRAIN_TIMEOUT_S + 1",
+                                             "DRAIN_TIMEOUT_S + 1"),
+        "a subset by default": ("scripts/image", "local tests=${DLLM_PRISTINE_TESTS:-}",
+                                "local tests=${DLLM_PRISTINE_TESTS:-^server:}"),
+        "flaky passes": ("scripts/image", "$failed\"\n  exit 3", "$failed\""),
         "wrong answer": ("scripts/image", 'ANSWER="10"', 'ANSWER="11"'),
         "unpublished port": ("scripts/image", '-p "127.0.0.1:$HOST_METRICS:9400"', ""),
         "old Node.js": ("scripts/deps", "NODE_VERSION=22.", "NODE_VERSION=18."),
@@ -204,10 +203,6 @@ def main() -> int:
     if "--self-test" in args:
         return self_test(t)
     errors = check(t)
-    if "--build-dir" in args:
-        build_dir = pathlib.Path(args[args.index("--build-dir") + 1])
-        ctest = args[args.index("--ctest") + 1] if "--ctest" in args else "ctest"
-        errors += check_pristine_subset(t["scripts/image"], ctest, build_dir)
     for e in errors:
         print(f"FAIL {e}")
     if not errors:

@@ -36,6 +36,9 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_denoise_steps_total",
                            "dllm_full_refresh_steps_total",
                            "dllm_partial_steps_total",
+                           "dllm_canvas_positions_total",
+                           "dllm_committed_tokens_total",
+                           "dllm_committed_tokens_per_step",
                            "dllm_cache_refresh_ratio",
                            "dllm_decoded_token_entropy",
                            "dllm_rows_per_step",
@@ -73,12 +76,16 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   full.seconds = 0.25;
   full.decision_seconds = 0.01;
   full.committed_entropies = {0.1f, 2.0f};
+  full.committed_per_sequence = {2, 0, 0};
+  full.predicted_positions = 40;
   m.OnStep(full);
   EngineObserver::StepInfo partial = full;
   partial.full_sequences = 0;
   partial.partial_sequences = 3;
   partial.seconds = 0.5;
   partial.committed_entropies = {};
+  partial.committed_per_sequence = {0, 0, 0};
+  partial.predicted_positions = 30;
   m.OnStep(partial);
   m.OnQueue(5, 3, 0.75);
   m.CountRequest("OK");
@@ -102,6 +109,12 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   CHECK(Sample(text, "dllm_denoise_steps_total") == 6);
   CHECK(Sample(text, "dllm_full_refresh_steps_total") == 1);
   CHECK(Sample(text, "dllm_partial_steps_total") == 5);
+  CHECK(Sample(text, "dllm_canvas_positions_total") == 70);
+  CHECK(Sample(text, "dllm_committed_tokens_total") == 2);
+  CHECK(Sample(text, "dllm_committed_tokens_per_step_count") == 6);
+  CHECK(Sample(text, "dllm_committed_tokens_per_step_sum") == 2);
+  CHECK(Sample(text, "dllm_committed_tokens_per_step_bucket{le=\"0\"}") == 5);
+  CHECK(Sample(text, "dllm_committed_tokens_per_step_bucket{le=\"2\"}") == 6);
   CHECK(Sample(text, "dllm_cache_refresh_ratio") == Approx(1.0 / 6));
   CHECK(Sample(text, "dllm_step_duration_seconds_count{kind=\"full\"}") == 1);
   CHECK(Sample(text, "dllm_step_duration_seconds_sum{kind=\"full\"}") == 0.25);

@@ -372,6 +372,46 @@ TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
   CHECK(observer.steps > 0);
 }
 
+TEST_CASE("Step reports count each sequence's commits and predicted positions",
+          "[scheduler][metrics]") {
+  // The server's vLLM-style counters (committed tokens per sequence-step, canvas positions)
+  // come from these fields: over a whole request they must add up to its canvas (every
+  // position is committed once) and to the predicted rows its own stats report.
+  class Steps : public EngineObserver {
+   public:
+    void OnStep(const StepInfo& info) override {
+      absl::MutexLock lock(&mu);
+      CHECK(info.committed_per_sequence.size() == static_cast<size_t>(info.sequences));
+      int committed = 0;
+      for (int n : info.committed_per_sequence) committed += n;
+      CHECK(committed == static_cast<int>(info.committed_entropies.size()));
+      committed_total += committed;
+      predicted_total += info.predicted_positions;
+      sequence_steps += info.sequences;
+    }
+    absl::Mutex mu;
+    int committed_total = 0;
+    int64_t predicted_total = 0;
+    int sequence_steps = 0;
+  } observer;
+  EngineOptions options;
+  options.observer = &observer;
+  FinalEvent final_event;
+  {
+    Harness h(false, options);
+    DecodingParams d;
+    d.confidence_threshold = 0.5f;  // several tokens per step
+    final_event = RunOne(*h.engine, Request(d, {}, 32));
+    h.engine->Drain(absl::Seconds(10));
+  }
+  REQUIRE(final_event.status.ok());
+  absl::MutexLock lock(&observer.mu);
+  CHECK(observer.committed_total == 32);
+  CHECK(observer.sequence_steps == final_event.stats.steps);
+  CHECK(observer.predicted_total == final_event.stats.predicted_rows);
+  CHECK(observer.predicted_total >= 32);
+}
+
 TEST_CASE("Drain finishes in-flight work, then refuses new requests", "[scheduler][drain]") {
   Harness h;
   std::vector<std::shared_ptr<CollectSink>> sinks;
