@@ -22,15 +22,24 @@
 namespace dllm {
 namespace {
 
-bool Connects(int port) {
+// A loopback connection to `port`: its descriptor, or -1 when refused.
+int ConnectTo(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a = {};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Connects(int port) {
+  const int fd = ConnectTo(port);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
 }
 
 TEST_CASE("grpc listener: binds port 0, names a busy port, refuses after StopAccepting") {
@@ -61,16 +70,6 @@ TEST_CASE("grpc listener: addresses it cannot use are named") {
   }
 }
 
-int ConnectTo(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  return fd;
-}
-
 // Reads until end of stream (0), a failure (-errno) or 5 s without either (-ETIMEDOUT).
 int ReadToEnd(int fd) {
   char buffer[4096];
@@ -83,24 +82,40 @@ int ReadToEnd(int fd) {
   }
 }
 
+// A listener handing its connections to a started gRPC server (with no working method).
+struct ServedListener {
+  ServedListener() {
+    absl::StatusOr<std::unique_ptr<GrpcListener>> bound = GrpcListener::Bind("127.0.0.1:0");
+    REQUIRE(bound.ok());
+    listener = *std::move(bound);
+    grpc::ServerBuilder builder;
+    auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        grpc::InsecureServerCredentials());
+    builder.RegisterService(&unimplemented);  // a server needs a service
+    server = builder.BuildAndStart();
+    REQUIRE(server != nullptr);
+    listener->Start(std::move(acceptor));
+  }
+  ~ServedListener() {
+    listener->StopAccepting();
+    server->Shutdown(std::chrono::system_clock::now());
+  }
+  v1::DiffusionLM::CallbackService unimplemented;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<GrpcListener> listener;
+};
+
 TEST_CASE(
     "grpc listener: a connection gRPC ends is half-closed, not reset, while its client "
     "still sends") {
-  absl::StatusOr<std::unique_ptr<GrpcListener>> listener = GrpcListener::Bind("127.0.0.1:0");
-  REQUIRE(listener.ok());
-  grpc::ServerBuilder builder;
-  auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      grpc::InsecureServerCredentials());
-  v1::DiffusionLM::CallbackService unimplemented;  // a server needs a service
-  builder.RegisterService(&unimplemented);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  REQUIRE(server != nullptr);
-  (*listener)->Start(std::move(acceptor));
+  ServedListener served;
+  GrpcListener* listener = served.listener.get();
 
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
-    const int fd = ConnectTo((*listener)->port());
+    const int fd = ConnectTo(listener->port());
+    REQUIRE(fd >= 0);
     // Not HTTP/2: gRPC answers with what it answers and ends the connection
     // (shutdown(SHUT_RDWR), close).
     const std::string not_http2 = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -115,45 +130,33 @@ TEST_CASE(
     absl::SleepFor(absl::Milliseconds(100));  // time for a reset to arrive
     CHECK(send(fd, more.data(), more.size(), MSG_NOSIGNAL) == ssize_t(more.size()));
     CHECK(ReadToEnd(fd) == 0);
-    CHECK((*listener)->open_connections() == 0);
+    CHECK(listener->open_connections() == 0);
     close(fd);
   }
   // The server's side closes once the client's FIN arrives: nothing keeps the port's
   // connections (ss would show them in FIN_WAIT2 or CLOSE_WAIT otherwise).
-  CHECK((*listener)->CloseConnections(absl::Now() + absl::Seconds(5)));
-  (*listener)->StopAccepting();
-  server->Shutdown(std::chrono::system_clock::now());
+  CHECK(listener->CloseConnections(absl::Now() + absl::Seconds(5)));
 }
 
 TEST_CASE(
     "grpc listener: CloseConnections half-closes open connections and waits for their "
     "clients") {
-  absl::StatusOr<std::unique_ptr<GrpcListener>> listener = GrpcListener::Bind("127.0.0.1:0");
-  REQUIRE(listener.ok());
-  grpc::ServerBuilder builder;
-  auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      grpc::InsecureServerCredentials());
-  v1::DiffusionLM::CallbackService unimplemented;  // a server needs a service
-  builder.RegisterService(&unimplemented);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  REQUIRE(server != nullptr);
-  (*listener)->Start(std::move(acceptor));
-  const int fd = ConnectTo((*listener)->port());
+  ServedListener served;
+  GrpcListener* listener = served.listener.get();
+  const int fd = ConnectTo(listener->port());
+  REQUIRE(fd >= 0);
   const absl::Time wait_until = absl::Now() + absl::Seconds(5);
-  while ((*listener)->open_connections() == 0 && absl::Now() < wait_until) {
+  while (listener->open_connections() == 0 && absl::Now() < wait_until) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  REQUIRE((*listener)->open_connections() == 1);
+  REQUIRE(listener->open_connections() == 1);
   // The client does not close: CloseConnections gives up at its deadline.
   const absl::Time start = absl::Now();
-  CHECK_FALSE((*listener)->CloseConnections(absl::Now() + absl::Milliseconds(300)));
+  CHECK_FALSE(listener->CloseConnections(absl::Now() + absl::Milliseconds(300)));
   CHECK(absl::Now() - start >= absl::Milliseconds(250));
   CHECK(ReadToEnd(fd) == 0);  // it got the FIN (after gRPC's SETTINGS)
   close(fd);
-  CHECK((*listener)->CloseConnections(absl::Now() + absl::Seconds(5)));
-  (*listener)->StopAccepting();
-  server->Shutdown(std::chrono::system_clock::now());
+  CHECK(listener->CloseConnections(absl::Now() + absl::Seconds(5)));
 }
 
 }  // namespace
