@@ -7,6 +7,8 @@ Drives the server over HTTP SSE (/v1/chat/completions, "stream": true) or gRPC
   TPOT   (E2EL - TTFT) / (output tokens - 1), for requests with more than one output token;
   ITL    the gaps between successive streamed chunks of committed text;
   E2EL   the request's end-to-end latency;
+  front end  E2EL less the server's own submission-to-final time (its "timings"): what the
+         gRPC or HTTP layer and the loopback transport add;
 each as mean, median, p90 and p99 (vLLM's `bench serve` definitions); request and output-token
 throughput; goodput, the requests per second that meet every SLO given (--slo); and correct
 goodput, the same counting only requests whose answer is right (an approximate cache can buy
@@ -164,6 +166,7 @@ def row_metrics(results, wall_s, slo):
         "tpot_ms": summary_ms([r["tpot"] for r in ok if r["tpot"] is not None]),
         "itl_ms": summary_ms([g for r in ok for g in r["itl"]]),
         "e2el_ms": summary_ms([r["e2el"] for r in ok]),
+        "frontend_ms": summary_ms([r["frontend"] for r in ok if r["frontend"] is not None]),
     }
 
 
@@ -243,7 +246,8 @@ class HttpTransport:
 
     def send(self, prompt, setting, max_tokens, on_text):
         """Streams one request; calls on_text(chunk) per committed-text chunk; returns
-        (status name, output tokens, text)."""
+        (status name, output tokens, text, the server's own seconds from submission to final
+        event or None)."""
         body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
                 "stream": True, "stream_options": {"include_usage": True}}
         if max_tokens:
@@ -265,8 +269,8 @@ class HttpTransport:
                 if attempt:
                     raise
         if resp.status != 200:
-            return error_status(resp.status, resp.read()), 0, ""
-        text, tokens, status = [], 0, "OK"
+            return error_status(resp.status, resp.read()), 0, "", None
+        text, tokens, status, server_s = [], 0, "OK", None
         for raw in resp:
             line = raw.decode("utf-8").rstrip("\r\n")
             if not line.startswith("data: "):
@@ -285,8 +289,10 @@ class HttpTransport:
                     on_text(chunk)
             if event.get("usage"):
                 tokens = event["usage"].get("completion_tokens", 0)
+            if event.get("timings"):
+                server_s = event["timings"].get("total_seconds")
         resp.read()
-        return status, tokens, "".join(text)
+        return status, tokens, "".join(text), server_s
 
 
 class GrpcTransport:
@@ -324,7 +330,7 @@ class GrpcTransport:
             cache=self.options(pb.CacheOptions(), setting.get("cache", {})))
         if max_tokens:
             request.max_new_tokens = max_tokens
-        text, tokens = [], 0
+        text, tokens, server_s = [], 0, None
         try:
             for message in self.stub.GenerateStream(request, metadata=self.metadata,
                                                     timeout=self.timeout_s):
@@ -333,9 +339,10 @@ class GrpcTransport:
                     on_text(message.committed.text)
                 elif message.HasField("final"):
                     tokens = message.final.usage.generated_tokens
+                    server_s = message.final.timings.total_seconds
         except self.grpc.RpcError as e:
-            return e.code().name, 0, "".join(text)
-        return "OK", tokens, "".join(text)
+            return e.code().name, 0, "".join(text), None
+        return "OK", tokens, "".join(text), server_s
 
 
 # ------------------------------------------------------------------ one request, one row
@@ -349,15 +356,18 @@ def run_one(transport, task, label, setting, max_tokens):
         chunks.append(time.perf_counter())
 
     try:
-        status, tokens, text = transport.send(task["prompt"], setting, max_tokens, on_text)
+        status, tokens, text, server_s = transport.send(task["prompt"], setting, max_tokens,
+                                                        on_text)
     except Exception as e:  # a failed connection is a definite, counted outcome
-        status, tokens, text = "CLIENT_" + type(e).__name__, 0, ""
+        status, tokens, text, server_s = "CLIENT_" + type(e).__name__, 0, "", None
     end = time.perf_counter()
     ttft = chunks[0] - start if chunks else None
     e2el = end - start
     tpot = (e2el - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
     return {"setting": label, "status": status, "output_tokens": tokens,
             "ttft": ttft, "tpot": tpot, "e2el": e2el,
+            # What the front end and the transport add: E2EL less the engine's own time.
+            "frontend": e2el - server_s if server_s is not None else None,
             "itl": [b - a for a, b in zip(chunks, chunks[1:])],
             "correct": status == "OK" and correct(task, text)}
 
@@ -454,7 +464,7 @@ def fmt(v, digits=1):
 def markdown(rows):
     head = ["mode", "value", "setting(s)", "ok/requests", "accuracy", "req/s", "out tok/s",
             "goodput", "correct goodput", "TTFT p50/p99 ms", "TPOT p50 ms", "ITL p50 ms",
-            "E2EL p50/p90/p99 ms", "gen CPU", "counts"]
+            "E2EL p50/p90/p99 ms", "front end p50 ms", "gen CPU", "counts"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ok = r["by_status"].get("OK", 0)
@@ -468,6 +478,7 @@ def markdown(rows):
             fmt(r["tpot_ms"]["median"], 1), fmt(r["itl_ms"]["median"], 1),
             "%s/%s/%s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p90"], 0),
                           fmt(r["e2el_ms"]["p99"], 0)),
+            fmt(r["frontend_ms"]["median"], 2),
             "%.0f%%" % (100 * r["generator_cpu_share"]),
             {True: "match", False: "MISMATCH", None: "-"}[r.get("counts_match")]]) + " |")
     return "\n".join(out)
