@@ -137,7 +137,9 @@ def main():
                     rows += closed
                     print(serve.markdown(closed), flush=True)
                     if setting in OPEN_LOOP:
-                        saturation = max(r["request_throughput"] for r in closed)
+                        # Saturation: the request rate where output throughput peaked.
+                        best = max(closed, key=lambda r: r["output_throughput"])
+                        saturation = best["request_throughput"]
                         rates = [round(f * saturation, 3) for f in OPEN_FRACTIONS]
                         opened = run(ports, workload, args.requests, [setting],
                                      ["--rate", ",".join(map(str, rates))])
