@@ -195,6 +195,41 @@ class DocFiguresTest(unittest.TestCase):
                                "**llada-cot, 500 test items**",
                                "| method | setting (val front point) |")
 
+    def test_readme_long_answer_table_matches_its_rows(self):
+        """The README's long-answer table: each cell equals, at its printed precision, a
+        row of docs/results/bench-long-<model>.jsonl with the setting the label names."""
+        (header, table), = tables_in("README.md", "**Long answers, the easy regime**",
+                                     "| setting | llada-long accuracy |")
+        models = ("llada-long", "dream-long")
+        source = {m: rows(os.path.join(RESULTS, "bench-long-%s.jsonl" % m)) for m in models}
+        policies = (("no cache", "none"), ("dual cache", "dual"), ("EntropyCache", "entropy"),
+                    ("interval", "interval"))
+        self.assertEqual(len(table), 5)
+        for cells in table:
+            label = cells[0]
+            with self.subTest(row=label):
+                for i, model in enumerate(models):
+                    accuracy, tok_s, speedup = (c.replace(",", "").replace("*", "")
+                                                for c in cells[1 + 3 * i:4 + 3 * i])
+                    if label.startswith("vanilla"):
+                        candidates = [r for r in source[model] if r.get("baseline") == "vanilla"]
+                    else:
+                        policy = next(p for word, p in policies if word in label)
+                        want = numbers(label)
+                        candidates = [r for r in source[model] if "accuracy" in r and
+                                      r["policy"] == policy and r.get("baseline") is None and
+                                      r["decoding"]["schedule"] == "block" and
+                                      numbers(json.dumps(
+                                          [r["decoding"]["block_length"],
+                                           r["decoding"].get("threshold", 0)] +
+                                          [round(v, 6) for v in r["params"].values()])) == want]
+                    self.assertTrue(any(
+                        printed_as(r["accuracy"], accuracy) and
+                        printed_as(r["tokens_per_s"], tok_s) and
+                        printed_as(r["speedup_vs_baseline"], speedup) for r in candidates),
+                        (model, cells, [(r["accuracy"], r["tokens_per_s"],
+                                         r["speedup_vs_baseline"]) for r in candidates]))
+
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))
         quoted = re.search(r"paired against vanilla \(llada-cot ([\d.]+), dream-cot ([\d.]+)\)",
