@@ -3,6 +3,10 @@
 document shows exactly this output for the committed rows).
 
   bench/serve_report.py docs/results/serving-llada-cot-b8.jsonl [...]
+  bench/serve_report.py --plot OUT.png ROWS.jsonl   (needs gnuplot: per setting, output
+      throughput and E2EL p50 / p99 against concurrency, from the closed-loop rows)
+  bench/serve_report.py --update docs/serving.md   (fills each block of the document
+      between "<!-- serve_report: PATH -->" and "<!-- /serve_report -->" with PATH's tables)
 
 Per rows file:
   1. the closed-loop sweep: per setting and concurrency, accuracy, request and output-token
@@ -14,6 +18,9 @@ Per rows file:
   4. the mixed run, per setting.
 """
 import json
+import os
+import re
+import subprocess
 import sys
 
 
@@ -85,7 +92,7 @@ def report(path):
         return ["%s: no rows" % path]
     first = rows[0]
     out = ["**%s, max batch %d** (`%s`; SLO %s)" % (
-        first["model"], first["max_batch"], path.split("/")[-1],
+        first["model"], first["max_batch"], os.path.basename(path),
         ", ".join("%s <= %g ms" % (k, 1e3 * v) for k, v in first["slo_s"].items())), ""]
     closed = [r for r in rows if r["phase"] == "closed"]
     opened = [r for r in rows if r["phase"] == "open"]
@@ -99,11 +106,59 @@ def report(path):
     return out
 
 
-def main(paths):
-    if not paths:
+BLOCK = re.compile(r"(<!-- serve_report: (\S+) -->\n)(.*?)(<!-- /serve_report -->)", re.S)
+
+
+def filled(document, root="."):
+    """`document` with each serve_report block holding its rows file's tables."""
+    return BLOCK.sub(lambda m: m.group(1) + "\n".join(report(os.path.join(root, m.group(2)))) +
+                     "\n" + m.group(4), document)
+
+
+def plot(png, path):
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    closed = [r for r in rows if r["phase"] == "closed"]
+    settings = list(dict.fromkeys(r["settings"][0] for r in closed))
+    first = rows[0]
+    script = ["set terminal pngcairo size 1200,480 noenhanced", "set output '%s'" % png,
+              "set multiplot layout 1,2 title '%s, max batch %d, up to %d requests per point'" % (
+                  first["model"], first["max_batch"], max(r["requests"] for r in closed)),
+              "set logscale x 2", "set xlabel 'concurrent clients'", "set key top left"]
+    for s in settings:
+        script.append("$%s << EOD" % s.replace("-", "_"))
+        for r in (r for r in closed if r["settings"][0] == s):
+            script.append("%d %f %f %f" % (r["concurrency"], r["output_throughput"],
+                                           r["e2el_ms"]["median"] / 1e3, r["e2el_ms"]["p99"] / 1e3))
+        script.append("EOD")
+    var = lambda s: "$" + s.replace("-", "_")  # noqa: E731
+    script += ["set title 'output tokens/s (higher is better)'", "unset logscale y",
+               "plot " + ", ".join("%s using 1:2 with linespoints pt 7 title '%s'" % (var(s), s)
+                                   for s in settings),
+               "set title 'E2EL p50 (solid) and p99 (dashed), seconds'", "set logscale y",
+               "plot " + ", ".join("%s using 1:3 with linespoints pt 7 lc %d title '%s', "
+                                   "%s using 1:4 with lines dt 2 lc %d notitle"
+                                   % (var(s), i + 1, s, var(s), i + 1)
+                                   for i, s in enumerate(settings)),
+               "unset multiplot"]
+    subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
+
+
+def main(args):
+    if not args:
         sys.exit(__doc__)
+    if args[0] == "--plot":
+        plot(args[1], args[2])
+        return
+    if args[0] == "--update":
+        for path in args[1:]:
+            with open(path, encoding="utf-8") as f:
+                text = filled(f.read())
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return
     lines = []
-    for p in paths:
+    for p in args:
         lines += report(p)
     print("\n".join(lines).rstrip("\n"))
 

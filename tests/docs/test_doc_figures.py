@@ -8,7 +8,9 @@ Each check fails when a number in the prose or a table disagrees with its source
   - the tuned comparison's tables in README.md and docs/paper-comparison.md: every number of
     every row equals, at the printed precision, the test row of
     docs/results/tune-<model>-test.jsonl with that method and setting (vanilla: the stored
-    baseline); the vanilla accuracies quoted beside them equal the stored baselines.
+    baseline); the vanilla accuracies quoted beside them equal the stored baselines;
+  - the README's long-answer table against docs/results/bench-long-<model>.jsonl;
+  - docs/serving.md's tables are bench/serve_report.py's output for the committed rows.
 
   /usr/bin/python3 -m tests.docs.test_doc_figures     (from the repository root)
 """
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import unittest
 
-from bench import tune
+from bench import serve_report, tune
 from tests import unittest_exit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -229,6 +231,17 @@ class DocFiguresTest(unittest.TestCase):
                         printed_as(r["speedup_vs_baseline"], speedup) for r in candidates),
                         (model, cells, [(r["accuracy"], r["tokens_per_s"],
                                          r["speedup_vs_baseline"]) for r in candidates]))
+
+    def test_serving_tables_are_made_from_their_rows(self):
+        """Every serve_report block in docs/ holds bench/serve_report.py's tables of its rows
+        file (bench/serve_report.py --update DOC rewrites them)."""
+        blocks = 0
+        for doc in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+            text = read(doc)
+            blocks += len(serve_report.BLOCK.findall(text))
+            self.assertEqual(text, serve_report.filled(text, ROOT),
+                             f"{doc}: run bench/serve_report.py --update {doc}")
+        self.assertGreater(blocks, 0)
 
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))
