@@ -32,7 +32,6 @@ here; the split's `answer` is one of them (training targets are drawn afresh per
 Usage:  python3 -m tools.tasks.cot --write   (regenerates tools/tasks/data_cot/*.jsonl)
 """
 import os
-import random
 
 from tools.tasks import common, longform
 from tools.tasks.longform import approx_tokens, extract_final, check, load_jsonl  # noqa: F401
@@ -198,46 +197,16 @@ def make_item(r, family, level=1.0, shots=(2, 6), prompt_range=(PROMPT_MIN, PROM
 
 
 def generate(seed, n_per_family, exclude=frozenset()):
-    r = random.Random(seed)
-    seen = set(exclude)
-    per = {f: [] for f in FAMILIES}
-    for f in FAMILIES:
-        tries = 0
-        while len(per[f]) < n_per_family:
-            tries += 1
-            if tries > 100 * n_per_family + 1000:
-                raise RuntimeError(f"family {f}: cannot find {n_per_family} items")
-            it = make_item(r, f, exclude=seen)
-            if it is None:
-                continue
-            seen.add(it["key"])
-            per[f].append(it)
-    return [per[f][i] for i in range(n_per_family) for f in FAMILIES]
+    """n_per_family items per family with distinct questions (round-robin order), questions
+    (item["key"]) not in `exclude`."""
+    return common.generate_items(seed, n_per_family, FAMILIES, make_item, exclude)
 
 
 def stream(seed, exclude, weights=None, level=lambda: 1.0, shots=lambda: (2, 6),
            prompt_range=(PROMPT_MIN, PROMPT_MAX)):
-    """Endless training stream (as longform.stream)."""
-    r = random.Random(seed)
-    w = [float((weights or {}).get(f, 1.0)) for f in FAMILIES]
-    unknown = set(weights or {}) - set(FAMILIES)
-    if unknown:
-        raise ValueError(f"unknown task families in weights: {sorted(unknown)}")
-    if min(w) < 0 or sum(w) <= 0:
-        raise ValueError(f"family weights must be >= 0 with a positive sum: {weights}")
-    misses = {f: 0 for f in FAMILIES}
-    while True:
-        f = r.choices(FAMILIES, weights=w)[0]
-        sh = shots()
-        it = make_item(r, f, level(), sh, prompt_range, exclude)
-        if it is not None:
-            misses[f] = 0
-            yield it
-            continue
-        misses[f] += 1
-        if misses[f] >= 1000:
-            raise ValueError(f"family {f}: no item fits prompts of {prompt_range} tokens "
-                             f"with {sh[0]}-{sh[1]} shots (1000 draws in a row)")
+    """Endless training stream (common.item_stream over this suite's families)."""
+    return common.item_stream(seed, exclude, FAMILIES, make_item, weights, level, shots,
+                              prompt_range)
 
 
 def test_split():

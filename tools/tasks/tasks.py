@@ -99,27 +99,16 @@ GENERATORS = {"add": _add, "sub": _sub, "max": _max, "sort": _sort, "reverse": _
               "count": _count, "word": _word}
 
 
+def _item(r, family, exclude=frozenset()):
+    """One item of `family`, or None when its prompt is in `exclude`."""
+    prompt, answer = GENERATORS[family](r)
+    return None if prompt in exclude else {"prompt": prompt, "answer": answer, "family": family}
+
+
 def generate(seed, n_per_family, exclude=frozenset()):
     """n_per_family distinct items per family (round-robin order), prompts not in `exclude`."""
-    r = random.Random(seed)
-    seen = set(exclude)
-    per = {f: [] for f in FAMILIES}
-    for f in FAMILIES:
-        tries = 0
-        while len(per[f]) < n_per_family:
-            prompt, answer = GENERATORS[f](r)
-            tries += 1
-            if tries > 1000 * n_per_family + 10000:
-                raise RuntimeError(f"family {f}: cannot find {n_per_family} distinct prompts")
-            if prompt in seen:
-                continue
-            seen.add(prompt)
-            per[f].append({"prompt": prompt, "answer": answer, "family": f})
-    out = []
-    for i in range(n_per_family):
-        for f in FAMILIES:
-            out.append(per[f][i])
-    return out
+    return common.generate_items(seed, n_per_family, FAMILIES, _item, exclude, key="prompt",
+                                 max_tries=lambda n: 1000 * n + 10000)
 
 
 def stream(seed, exclude, weights=None):
