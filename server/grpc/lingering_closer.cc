@@ -47,8 +47,8 @@ LingeringCloser::LingeringCloser(int epoll_fd, int wake_fd, absl::Duration linge
 }
 
 LingeringCloser::~LingeringCloser() {
-  const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  stopping_ = true;
+  Wake();
   thread_.join();
   absl::MutexLock lock(&mu_);
   while (!deadlines_.empty()) Finish(deadlines_.begin()->first);
@@ -73,6 +73,13 @@ void LingeringCloser::Close(int fd) {
     return;
   }
   deadlines_[fd] = absl::Now() + linger_;
+  // The loop may be waiting without a timeout (nothing lingered): it must see this deadline.
+  Wake();
+}
+
+void LingeringCloser::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
 }
 
 size_t LingeringCloser::lingering() {
@@ -122,7 +129,12 @@ void LingeringCloser::Loop() {
       absl::MutexLock lock(&mu_);
       for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
-        if (fd == wake_fd_) return;
+        if (fd == wake_fd_) {
+          uint64_t count = 0;
+          (void)!read(wake_fd_, &count, sizeof(count));
+          if (stopping_) return;
+          continue;  // a new deadline: the timeout is recomputed below
+        }
         if (deadlines_.count(fd) != 0 && Drain(fd)) Finish(fd);
       }
       const absl::Time now = absl::Now();

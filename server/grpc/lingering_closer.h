@@ -18,6 +18,7 @@
 #ifndef DLLM_SERVER_GRPC_LINGERING_CLOSER_H_
 #define DLLM_SERVER_GRPC_LINGERING_CLOSER_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,9 +55,11 @@ class LingeringCloser {
   // Reads and discards what `fd` has; true when it is finished (closed by the peer, failed).
   static bool Drain(int fd);
   void Finish(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();  // makes the loop recompute its timeout (and see stopping_)
 
   const int epoll_fd_;
-  const int wake_fd_;  // eventfd: stops the loop
+  const int wake_fd_;  // eventfd: wakes the loop (a new deadline, or stopping_)
+  std::atomic<bool> stopping_{false};
   const absl::Duration linger_;
   const std::function<void()> sweep_;
   const absl::Duration sweep_every_;

@@ -86,6 +86,9 @@ TEST_CASE("lingering closer: a client that never closes is closed after the ling
       LingeringCloser::Create(absl::Milliseconds(200));
   REQUIRE(closer.ok());
   auto [client, server] = TcpPair();
+  // The loop is waiting with no timeout by now (nothing lingers): Close must wake it, or the
+  // deadline would pass unnoticed.
+  absl::SleepFor(absl::Milliseconds(50));
   const absl::Time start = absl::Now();
   (*closer)->Close(server);
   CHECK_FALSE((*closer)->AwaitNoneLingering(absl::Now() + absl::Milliseconds(50)));
