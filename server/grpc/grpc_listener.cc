@@ -101,7 +101,7 @@ GrpcListener::~GrpcListener() {
     closer_.reset();  // stops its sweeps of handed_
   }
   absl::MutexLock lock(&mu_);
-  for (const Handed& h : handed_) {
+  for (const auto& [fd, h] : handed_) {
     if (h.own_fd >= 0 && !h.released) close(h.own_fd);
   }
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -158,17 +158,16 @@ void GrpcListener::Hand(int fd) {
   struct stat st = {};
   if (fstat(fd, &st) == 0) {
     absl::MutexLock lock(&mu_);
-    // Pruning costs an fstat per remembered connection: amortized, by doubling (and once a
-    // second from the closer's thread).
-    if (handed_.size() >= prune_at_) {
-      PruneClosed();
-      prune_at_ = std::max<size_t>(64, 2 * handed_.size());
+    // A connection remembered under this number was closed by gRPC without a shutdown (the
+    // kernel reuses only free numbers), and its sweep has not come yet.
+    if (auto stale = handed_.find(fd); stale != handed_.end()) {
+      if (!stale->second.released) Release(stale->second);
+      handed_.erase(stale);
     }
-    handed_.push_back({.fd = fd,
-                       .own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0),
-                       .device = st.st_dev,
-                       .inode = st.st_ino,
-                       .accepted = absl::Now()});
+    handed_[fd] = {.own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0),
+                   .device = st.st_dev,
+                   .inode = st.st_ino,
+                   .accepted = absl::Now()};
   }
   grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
   params.listener_fd = listen_fd_;
@@ -207,14 +206,16 @@ void GrpcListener::Release(const Handed& h) {
 }
 
 void GrpcListener::PruneClosed() {
-  auto closed = std::stable_partition(handed_.begin(), handed_.end(), [](const Handed& h) {
+  for (auto it = handed_.begin(); it != handed_.end();) {
     struct stat st = {};
-    return fstat(h.fd, &st) == 0 && st.st_dev == h.device && st.st_ino == h.inode;
-  });
-  for (auto it = closed; it != handed_.end(); ++it) {
-    if (!it->released) Release(*it);
+    const Handed& h = it->second;
+    if (fstat(it->first, &st) == 0 && st.st_dev == h.device && st.st_ino == h.inode) {
+      ++it;
+      continue;
+    }
+    if (!h.released) Release(h);
+    it = handed_.erase(it);
   }
-  handed_.erase(closed, handed_.end());
 }
 
 bool GrpcListener::ClaimShutdown(int fd, int how) {
@@ -222,20 +223,22 @@ bool GrpcListener::ClaimShutdown(int fd, int how) {
   struct stat st = {};
   if (fstat(fd, &st) != 0) return false;
   absl::MutexLock lock(&mu_);
-  for (auto it = handed_.begin(); it != handed_.end(); ++it) {
-    if (it->fd != fd || it->device != st.st_dev || it->inode != st.st_ino) continue;
-    if (it->own_fd < 0) return false;  // no duplicate: gRPC's own shutdown and close
-    // gRPC is done with the connection and closes its descriptor next; the socket lives on
-    // in ours until its client has read the last replies and closed its side. gRPC's poller
-    // registered the socket in its epoll set, and a registration lasts as long as the socket,
-    // not the descriptor: remove it, as gRPC's close alone would have, so that the socket's
-    // last events are not reported to whichever connection gRPC gives that slot next.
-    ForgetEpollRegistration(fd);
-    if (!it->released) Release(*it);
-    handed_.erase(it);
-    return true;
+  auto it = handed_.find(fd);
+  // Another socket under a remembered number (say the HTTP listener's, after gRPC closed
+  // ours without a shutdown), or one we hold no duplicate of: the system call's.
+  if (it == handed_.end() || it->second.device != st.st_dev || it->second.inode != st.st_ino ||
+      it->second.own_fd < 0) {
+    return false;
   }
-  return false;
+  // gRPC is done with the connection and closes its descriptor next; the socket lives on in
+  // ours until its client has read the last replies and closed its side. gRPC's poller
+  // registered the socket in its epoll set, and a registration lasts as long as the socket,
+  // not the descriptor: remove it, as gRPC's close alone would have, so that the socket's
+  // last events are not reported to whichever connection gRPC gives that slot next.
+  ForgetEpollRegistration(fd);
+  if (!it->second.released) Release(it->second);
+  handed_.erase(it);
+  return true;
 }
 
 bool GrpcListener::CloseConnections(absl::Time deadline) {
@@ -244,12 +247,12 @@ bool GrpcListener::CloseConnections(absl::Time deadline) {
     PruneClosed();
     // Each stays in handed_ until gRPC's shutdown, which is then claimed (a SHUT_RD now
     // would reset the socket we are closing gently).
-    for (Handed& h : handed_) {
+    for (auto& [fd, h] : handed_) {
       if (h.own_fd >= 0 && !h.released) {
         Release(h);
         h.released = true;
       } else if (h.own_fd < 0) {
-        RawShutdown(h.fd, SHUT_WR);
+        RawShutdown(fd, SHUT_WR);
       }
     }
   }
@@ -266,7 +269,7 @@ absl::Time GrpcListener::OpenConnectionsAgedBy(absl::Duration age) {
   absl::MutexLock lock(&mu_);
   PruneClosed();
   absl::Time out = absl::InfinitePast();
-  for (const Handed& h : handed_) out = std::max(out, h.accepted + age);
+  for (const auto& [fd, h] : handed_) out = std::max(out, h.accepted + age);
   return out;
 }
 

@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -78,11 +79,11 @@ class GrpcListener : private SocketShutdownClaimer {
   void PruneClosed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ClaimShutdown(int fd, int how) override;
 
-  // A connection handed to gRPC. `fd` is gRPC's descriptor; it is still open while it refers
-  // to the same socket (a reused number has another inode). `own_fd` is ours, a duplicate
-  // (-1 when there was no descriptor to spare: then gRPC's close ends it).
+  // A connection handed to gRPC, remembered under `fd`, gRPC's descriptor. It is still open
+  // while that descriptor refers to the same socket (a reused number has another inode).
+  // `own_fd` is ours, a duplicate (-1 when there was no descriptor to spare: then gRPC's
+  // close ends it).
   struct Handed {
-    int fd;
     int own_fd;
     dev_t device;
     ino_t inode;
@@ -100,8 +101,9 @@ class GrpcListener : private SocketShutdownClaimer {
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::thread thread_;
   absl::Mutex mu_;
-  std::vector<Handed> handed_ ABSL_GUARDED_BY(mu_);
-  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;
+  // By gRPC's descriptor: a shutdown is claimed in O(1), and a number the kernel hands out
+  // again proves that its previous connection is closed.
+  std::unordered_map<int, Handed> handed_ ABSL_GUARDED_BY(mu_);
   std::vector<int> epoll_fds_ ABSL_GUARDED_BY(mu_);  // the process's epoll sets, last seen
   // Last member: destroyed first, its thread (which sweeps handed_) stopped before the rest.
   std::unique_ptr<LingeringCloser> closer_;

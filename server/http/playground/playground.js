@@ -199,21 +199,25 @@ function applyPreset(preset) {
   }
 }
 
-// The presets for the served model in the menu; the first applied, unless the user has
-// typed a prompt already (the model info loads again when a token is entered).
+// The presets for the served model in the menu; the first applied (which sets both sides),
+// unless the user has typed a prompt already (the model info loads again when a token is
+// entered): then both sides get the model's defaults. True when a preset was applied.
 function applyPresets(model) {
   const presets = presetsFor(model.model ?? "");
   const menu = $("preset");
   menu.replaceChildren(...presets.map((p, i) => new Option(p.title, String(i))));
   menu.closest("label").hidden = presets.length === 0;
   menu.onchange = () => applyPreset(presets[Number(menu.value)]);
-  if (presets.length > 0 && !promptTyped) applyPreset(presets[0]);
+  if (presets.length === 0 || promptTyped) return false;
+  applyPreset(presets[0]);
+  return true;
 }
 
 function applyInfo(model) {
   info = model;
-  for (const side of ["a", "b"]) applyDefaults(side, model);
-  applyPresets(model);
+  if (!applyPresets(model)) {
+    for (const side of ["a", "b"]) applyDefaults(side, model);
+  }
   const l = model.limits ?? {};
   $("model-line").textContent =
     `${model.model} (${model.family}, ${model.num_layers} layers, vocabulary ${model.vocab_size}, ` +
