@@ -74,6 +74,17 @@ def wait_counts(server, total, timeout=30, settle=None):
     return counts
 
 
+def first_errors(reports):
+    """The first error message per status of each load report; every non-OK status of a
+    report must have one (dllm-client load records it)."""
+    out = []
+    for rep in reports:
+        errors = rep["first_error_by_status"]
+        assert set(errors) == set(rep["by_status"]) - {"OK"}, rep
+        out.append(errors)
+    return out
+
+
 def unavailable_in_transit(test, client, server, errors):
     """Client counts with the calls that a retired connection ended UNAVAILABLE put back
     under the status the server counted them with; fails unless they are few and of the
@@ -246,7 +257,7 @@ class ReliabilityTest(unittest.TestCase):
         total = sum(client.values())
         self.assertGreater(client.get("OK", 0), 0, client)
         self.assertTrue(set(client) <= DEFINITE, client)
-        errors = [rep.get("first_error_by_status", {}) for rep in reports]
+        errors = first_errors(reports)
         # Every call is counted once, as its client saw it (but see unavailable_in_transit).
         server = wait_counts(s, total, settle=3 if "UNAVAILABLE" in client else None)
         self.assertEqual(server, unavailable_in_transit(self, client, server, errors), errors)
@@ -281,7 +292,7 @@ class ReliabilityTest(unittest.TestCase):
         rep = self.report(load, all_fail=True)
         client = rep["by_status"]
         server = wait_counts(s, rep["requests"], settle=3)
-        errors = [rep.get("first_error_by_status", {})]
+        errors = first_errors([rep])
         self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE"},
                         (client, errors))
         self.assertNotIn("UNAVAILABLE", server)
