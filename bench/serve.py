@@ -35,7 +35,9 @@ or the row is marked "counts_match": false and the exit status is 1.
 
 Output: one JSON row per sweep point on stdout (--json) or a markdown table; the generator's
 own CPU time as a share of the row's wall time (a generator near 100% of a core is the
-bottleneck, not the server).
+bottleneck, not the server); with --metrics, the server's CPU milliseconds and query rows
+per output token over the row (process_cpu_seconds_total, dllm_rows_per_step_sum), the costs
+a shared machine does not distort.
 
   bench/serve.py --http 127.0.0.1:8000 --metrics 127.0.0.1:9400 \\
       --workload tools/tasks/data_cot/test.jsonl --requests 64 --concurrency 1,4,8 \\
@@ -44,6 +46,7 @@ bottleneck, not the server).
       --max-tokens 192 --slo e2el:5000
 """
 import argparse
+import atexit
 import http.client
 import json
 import math
@@ -51,6 +54,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -171,18 +175,28 @@ def row_metrics(results, wall_s, slo):
 
 
 def parse_metrics(text, protocol):
-    """dllm_requests_total{protocol=...,status=...} from a Prometheus text page: {status: n}."""
-    out = {}
-    pattern = re.compile(r'^dllm_requests_total\{([^}]*)\} ([0-9.e+]+)$')
+    """From a Prometheus text page: ({status: n} of dllm_requests_total for `protocol`,
+    {counter: value} of the server's cost counters, SERVER_COSTS)."""
+    counts, costs = {}, {}
+    pattern = re.compile(r'^(\w+)(?:\{([^}]*)\})? ([0-9.e+-]+)$')
     for line in text.splitlines():
         m = pattern.match(line)
         if not m:
             continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        if labels.get("protocol") == protocol:
-            out[labels.get("status", "")] = out.get(labels.get("status", ""), 0) + \
-                int(float(m.group(2)))
-    return out
+        name, labels, value = m.group(1), dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")), \
+            float(m.group(3))
+        if name == "dllm_requests_total" and labels.get("protocol") == protocol:
+            status = labels.get("status", "")
+            counts[status] = counts.get(status, 0) + int(value)
+        elif name in SERVER_COSTS:
+            costs[name] = costs.get(name, 0.0) + value
+    return counts, costs
+
+
+# The server's own costs of a row, from /metrics: CPU seconds of the whole process and query
+# rows computed. Per output token they are what a shared machine does not distort (wall time
+# is).
+SERVER_COSTS = ("process_cpu_seconds_total", "dllm_rows_per_step_sum")
 
 
 # An HTTP error's "code" -> the gRPC code name the server counts it under
@@ -306,6 +320,7 @@ class GrpcTransport:
     def __init__(self, address, token, model, timeout_s):
         import grpc
         out = tempfile.mkdtemp(prefix="dllm-serve-stubs-")
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         subprocess.run(["protoc", "-I", os.path.join(ROOT, "proto"), "--python_out", out,
                         "--grpc_out", out, "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin",
                         "dllm/v1/dllm.proto"], check=True)
@@ -373,10 +388,75 @@ def run_one(transport, task, label, setting, max_tokens):
 
 
 def scrape(metrics_address, protocol):
+    """parse_metrics of the server's /metrics; None without --metrics."""
     if not metrics_address:
         return None
     with urllib.request.urlopen("http://%s/metrics" % metrics_address, timeout=10) as r:
         return parse_metrics(r.read().decode(), protocol)
+
+
+def send_closed_loop(transport, measured, clients, max_tokens):
+    """`measured` by `clients` clients, each sending its next request when its last ends."""
+    results = [None] * len(measured)
+    lock = threading.Lock()
+    next_index = [0]
+
+    def client():
+        while True:
+            with lock:
+                i = next_index[0]
+                next_index[0] += 1
+            if i >= len(measured):
+                return
+            task, (label, setting) = measured[i]
+            results[i] = run_one(transport, task, label, setting, max_tokens)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def send_open_loop(transport, measured, times, max_in_flight, max_tokens):
+    """`measured`, request i sent at times[i] seconds from now, whatever is in flight."""
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max_in_flight) as pool:
+        futures = []
+        for i, (task, (label, setting)) in enumerate(measured):
+            delay = t0 + times[i] - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            futures.append(pool.submit(run_one, transport, task, label, setting, max_tokens))
+        return [f.result() for f in futures]
+
+
+def check_counts(args, transport, before, sent):
+    """(what the server counted since `before`, whether it equals the statuses of `sent`);
+    the counters settle once the last reply is out, so they are read until they match or
+    5 s have passed."""
+    counted = {}
+    for r in sent:
+        counted[r["status"]] = counted.get(r["status"], 0) + 1
+    deadline = time.time() + 5
+    while True:
+        after, _ = scrape(args.metrics, transport.protocol)
+        grown = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)}
+        grown = {k: v for k, v in grown.items() if v}
+        if grown == counted or time.time() > deadline:
+            return grown, grown == counted
+
+
+def server_costs(start, end, results):
+    """The server's CPU milliseconds and rows per output token of the OK requests, between
+    two scrapes' cost counters."""
+    tokens = sum(r["output_tokens"] for r in results if r["status"] == "OK")
+    if not tokens:
+        return {"server_cpu_ms_per_token": None, "rows_per_token": None}
+    cpu = end.get(SERVER_COSTS[0], 0.0) - start.get(SERVER_COSTS[0], 0.0)
+    rows = end.get(SERVER_COSTS[1], 0.0) - start.get(SERVER_COSTS[1], 0.0)
+    return {"server_cpu_ms_per_token": 1e3 * cpu / tokens, "rows_per_token": rows / tokens}
 
 
 def run_row(args, transport, tasks, settings, mode, value):
@@ -389,41 +469,14 @@ def run_row(args, transport, tasks, settings, mode, value):
     with ThreadPoolExecutor(max_workers=max(1, min(len(warm), 8))) as pool:
         warm_results = list(pool.map(
             lambda p: run_one(transport, p[0], p[1][0], p[1][1], args.max_tokens), warm))
+    start = scrape(args.metrics, transport.protocol)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    results = [None] * len(measured)
     t0 = time.perf_counter()
     if mode == "rate":
         times = arrival_times(len(measured), value, args.burstiness, random.Random(args.seed))
-        workers = args.max_in_flight
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = []
-            for i, (task, (label, setting)) in enumerate(measured):
-                delay = t0 + times[i] - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                futures.append(pool.submit(run_one, transport, task, label, setting,
-                                           args.max_tokens))
-            for i, f in enumerate(futures):
-                results[i] = f.result()
+        results = send_open_loop(transport, measured, times, args.max_in_flight, args.max_tokens)
     else:
-        lock = threading.Lock()
-        next_index = [0]
-
-        def client():
-            while True:
-                with lock:
-                    i = next_index[0]
-                    next_index[0] += 1
-                if i >= len(measured):
-                    return
-                task, (label, setting) = measured[i]
-                results[i] = run_one(transport, task, label, setting, args.max_tokens)
-
-        threads = [threading.Thread(target=client) for _ in range(int(value))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = send_closed_loop(transport, measured, int(value), args.max_tokens)
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     generator_cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
@@ -436,22 +489,10 @@ def run_row(args, transport, tasks, settings, mode, value):
         row["per_setting"] = {label: row_metrics([r for r in results if r["setting"] == label],
                                                  wall, slo) for label, _ in settings}
     if before is not None:
-        # The counters settle once the last reply is out: give them a moment.
-        # Every request the generator sent (warm-up included) against what the server
-        # counted meanwhile; the counters settle once the last reply is out.
-        counted = {}
-        for r in warm_results + results:
-            counted[r["status"]] = counted.get(r["status"], 0) + 1
-        deadline = time.time() + 5
-        while True:
-            after = scrape(args.metrics, transport.protocol)
-            grown = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)}
-            grown = {k: v for k, v in grown.items() if v}
-            if grown == counted or time.time() > deadline:
-                break
-            time.sleep(0.2)
-        row["server_counts"] = grown
-        row["counts_match"] = grown == counted
+        row.update(server_costs(start[1], scrape(args.metrics, transport.protocol)[1], results))
+        # Every request the generator sent, warm-up included, against what the server counted.
+        row["server_counts"], row["counts_match"] = check_counts(
+            args, transport, before[0], warm_results + results)
     return row
 
 
@@ -464,7 +505,8 @@ def fmt(v, digits=1):
 def markdown(rows):
     head = ["mode", "value", "setting(s)", "ok/requests", "accuracy", "req/s", "out tok/s",
             "goodput", "correct goodput", "TTFT p50/p99 ms", "TPOT p50 ms", "ITL p50 ms",
-            "E2EL p50/p90/p99 ms", "front end p50 ms", "gen CPU", "counts"]
+            "E2EL p50/p90/p99 ms", "front end p50 ms", "server CPU ms/token", "rows/token",
+            "gen CPU", "counts"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ok = r["by_status"].get("OK", 0)
@@ -478,8 +520,8 @@ def markdown(rows):
             fmt(r["tpot_ms"]["median"], 1), fmt(r["itl_ms"]["median"], 1),
             "%s/%s/%s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p90"], 0),
                           fmt(r["e2el_ms"]["p99"], 0)),
-            fmt(r["frontend_ms"]["median"], 2),
-            "%.0f%%" % (100 * r["generator_cpu_share"]),
+            fmt(r["frontend_ms"]["median"], 2), fmt(r.get("server_cpu_ms_per_token"), 2),
+            fmt(r.get("rows_per_token"), 1), "%.0f%%" % (100 * r["generator_cpu_share"]),
             {True: "match", False: "MISMATCH", None: "-"}[r.get("counts_match")]]) + " |")
     return "\n".join(out)
 

@@ -10,7 +10,8 @@ document shows exactly this output for the committed rows).
 
 Per rows file:
   1. the closed-loop sweep: per setting and concurrency, accuracy, request and output-token
-     throughput, goodput and correct goodput at the run's SLO, TTFT/TPOT/E2EL percentiles;
+     throughput, goodput and correct goodput at the run's SLO, TTFT/TPOT/E2EL percentiles,
+     and the server's CPU milliseconds and query rows per output token;
   2. per setting: saturation (the best closed-loop output-token throughput, and the request
      rate there), its ratio to the single-stream throughput of the same setting, and the
      front end's median share of a request at concurrency 1;
@@ -44,10 +45,11 @@ def closed_table(rows):
                      fmt(r["correct_goodput"], 2),
                      "%s / %s" % (fmt(r["ttft_ms"]["median"], 0), fmt(r["ttft_ms"]["p99"], 0)),
                      fmt(r["tpot_ms"]["median"], 1),
-                     "%s / %s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p99"], 0))])
+                     "%s / %s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p99"], 0)),
+                     fmt(r.get("server_cpu_ms_per_token"), 2), fmt(r.get("rows_per_token"), 1)])
     return table(["setting", "concurrency", "ok/requests", "accuracy", "req/s", "out tok/s",
                   "goodput (req/s)", "correct goodput", "TTFT p50 / p99 ms", "TPOT p50 ms",
-                  "E2EL p50 / p99 ms"], body)
+                  "E2EL p50 / p99 ms", "server CPU ms/token", "rows/token"], body)
 
 
 def saturation_table(rows):

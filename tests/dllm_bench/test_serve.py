@@ -22,6 +22,8 @@ from tests import unittest_exit
 
 CHUNK_GAP_S = 0.02
 SLOW_S = 1.0
+CPU_S_PER_REQUEST = 0.006
+ROWS_PER_REQUEST = 90
 
 
 class ScriptedServer:
@@ -66,6 +68,10 @@ class ScriptedServer:
                     lines = ['dllm_requests_total{protocol="http",status="%s"} %d' % kv
                              for kv in counts.items()]
                     lines.append('dllm_requests_total{protocol="grpc",status="OK"} 999')
+                    # Server costs: ROWS_PER_REQUEST rows and CPU_S_PER_REQUEST per OK reply.
+                    ok = counts.get("OK", 0)
+                    lines.append("process_cpu_seconds_total %g" % (CPU_S_PER_REQUEST * ok))
+                    lines.append("dllm_rows_per_step_sum %d" % (ROWS_PER_REQUEST * ok))
                     self.reply(200, "\n".join(lines) + "\n", "text/plain")
                 else:
                     self.reply(404, "{}")
@@ -198,6 +204,9 @@ class ServeBenchTest(unittest.TestCase):
         self.assertAlmostEqual(row["output_throughput"] * row["wall_s"], 12, places=6)
         self.assertAlmostEqual(row["accuracy"], 0.75)
         self.assertAlmostEqual(row["slo_attainment"], 0.5)
+        # The server's costs per output token (3 per OK reply).
+        self.assertAlmostEqual(row["server_cpu_ms_per_token"], 1e3 * CPU_S_PER_REQUEST / 3)
+        self.assertAlmostEqual(row["rows_per_token"], ROWS_PER_REQUEST / 3)
         # TTFT: one gap for the fast ones, SLOW_S more for the slow one; ITL: the gaps
         # between chunks; TPOT = (E2EL - TTFT) / 2 spans the same two gaps.
         ttft = row["ttft_ms"]
