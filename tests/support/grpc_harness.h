@@ -8,6 +8,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,11 @@ class GrpcHarness {
     channel_ =
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
     stub_ = v1::DiffusionLM::NewStub(channel_);
+    // Connected before the test's first call: a call with a short deadline must reach the
+    // server, not expire in the client while the connection is set up (under a sanitizer on a
+    // loaded machine that took over 50 ms, and the server never saw the call).
+    REQUIRE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                       std::chrono::seconds(30)));
   }
   ~GrpcHarness() {
     engine_.Drain(absl::Seconds(5));
