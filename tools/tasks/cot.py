@@ -166,34 +166,8 @@ answer_text = longform.answer_text
 def make_item(r, family, level=1.0, shots=(2, 6), prompt_range=(PROMPT_MIN, PROMPT_MAX),
               exclude=frozenset()):
     """As longform.make_item, with this suite's generators and answer bounds."""
-    gen = GENERATORS[family]
-    q, trace, final = gen(r, level)
-    if not ANSWER_MIN <= approx_tokens(answer_text(trace, final)) <= ANSWER_MAX:
-        return None
-    if q in exclude:
-        return None
-    lo, hi = prompt_range if prompt_range else (0, 10 ** 9)
-    want = r.randint(shots[0], shots[1])
-    tail = f"Q: {q}"
-    cost = approx_tokens(tail) + 2
-    examples, tries = [], 0
-    while len(examples) < shots[1] and tries < 40:
-        if len(examples) >= want and cost >= lo:
-            break
-        tries += 1
-        sq, st, sf = gen(r, level)
-        if sq == q:
-            continue
-        text = f"Q: {sq}\nA: {answer_text(st, sf)}"
-        c = approx_tokens(text) + 2
-        if cost + c > hi:
-            continue
-        examples.append(text)
-        cost += c
-    if len(examples) < shots[0] or cost < lo:
-        return None
-    return {"prompt": "\n\n".join(examples + [tail]), "answer": answer_text(trace, final),
-            "final": final, "family": family, "key": q}
+    return longform.make_item(r, family, level, shots, prompt_range, exclude,
+                              generators=GENERATORS, answer_range=(ANSWER_MIN, ANSWER_MAX))
 
 
 def generate(seed, n_per_family, exclude=frozenset()):

@@ -200,12 +200,14 @@ def _shot_text(q, trace, final):
 
 
 def make_item(r, family, level=1.0, shots=(2, 6), prompt_range=(PROMPT_MIN, PROMPT_MAX),
-              exclude=frozenset()):
+              exclude=frozenset(), generators=None, answer_range=(ANSWER_MIN, ANSWER_MAX)):
     """One item, or None when the drawn question is excluded. shots = (min, max) number of
-    solved examples; prompt_range bounds approx_tokens(prompt) (None: unbounded)."""
-    gen = GENERATORS[family]
+    solved examples; prompt_range bounds approx_tokens(prompt) (None: unbounded).
+    generators (default: this suite's) and answer_range (approx_tokens of the answer) let the
+    cot suite draw its items the same way."""
+    gen = (generators or GENERATORS)[family]
     q, trace, final = gen(r, level)
-    if not ANSWER_MIN <= approx_tokens(answer_text(trace, final)) <= ANSWER_MAX:
+    if not answer_range[0] <= approx_tokens(answer_text(trace, final)) <= answer_range[1]:
         return None
     key = q
     if key in exclude:
