@@ -4,7 +4,8 @@ document shows exactly this output for the committed rows).
 
   bench/serve_report.py docs/results/serving-llada-cot-b8.jsonl [...]
   bench/serve_report.py --plot OUT.png ROWS.jsonl   (needs gnuplot: per setting, output
-      throughput and E2EL p50 / p99 against concurrency, from the closed-loop rows)
+      throughput and E2EL p50 / p99 against concurrency, from the closed-loop rows, and E2EL
+      p50 / p99 against the offered rate, from the open-loop rows)
   bench/serve_report.py --update docs/serving.md   (fills each block of the document
       between "<!-- serve_report: PATH -->" and "<!-- /serve_report -->" with PATH's tables)
 
@@ -96,6 +97,9 @@ def report(path):
     out = ["**%s, max batch %d** (`%s`; SLO %s)" % (
         first["model"], first["max_batch"], os.path.basename(path),
         ", ".join("%s <= %g ms" % (k, 1e3 * v) for k, v in first["slo_s"].items())), ""]
+    matched = sum(1 for r in rows if r.get("counts_match"))
+    out += ["The server's request counters grew by exactly the generator's counts in %d of %d "
+            "rows." % (matched, len(rows)), ""]
     closed = [r for r in rows if r["phase"] == "closed"]
     opened = [r for r in rows if r["phase"] == "open"]
     mixed = [r for r in rows if r["phase"] == "mixed"]
@@ -121,28 +125,46 @@ def plot(png, path):
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     closed = [r for r in rows if r["phase"] == "closed"]
+    opened = [r for r in rows if r["phase"] == "open"]
     settings = list(dict.fromkeys(r["settings"][0] for r in closed))
+    open_settings = list(dict.fromkeys(r["settings"][0] for r in opened))
     first = rows[0]
-    script = ["set terminal pngcairo size 1200,480 noenhanced", "set output '%s'" % png,
-              "set multiplot layout 1,2 title '%s, max batch %d, up to %d requests per point'" % (
-                  first["model"], first["max_batch"], max(r["requests"] for r in closed)),
-              "set logscale x 2", "set xlabel 'concurrent clients'", "set key top left"]
+    var = lambda s: "$" + s.replace("-", "_")  # noqa: E731
+    script = ["set terminal pngcairo size %d,480 noenhanced" % (1800 if opened else 1200),
+              "set output '%s'" % png,
+              "set multiplot layout 1,%d title '%s, max batch %d, up to %d requests per point'" % (
+                  3 if opened else 2, first["model"], first["max_batch"],
+                  max(r["requests"] for r in closed)),
+              "set key top left"]
     for s in settings:
-        script.append("$%s << EOD" % s.replace("-", "_"))
+        script.append("%s << EOD" % var(s))
         for r in (r for r in closed if r["settings"][0] == s):
             script.append("%d %f %f %f" % (r["concurrency"], r["output_throughput"],
                                            r["e2el_ms"]["median"] / 1e3, r["e2el_ms"]["p99"] / 1e3))
         script.append("EOD")
-    var = lambda s: "$" + s.replace("-", "_")  # noqa: E731
-    script += ["set title 'output tokens/s (higher is better)'", "unset logscale y",
+    for s in open_settings:
+        script.append("%s_open << EOD" % var(s))
+        for r in sorted((r for r in opened if r["settings"][0] == s), key=lambda r: r["rate"]):
+            script.append("%f %f %f" % (r["rate"], r["e2el_ms"]["median"] / 1e3,
+                                        r["e2el_ms"]["p99"] / 1e3))
+        script.append("EOD")
+    latency = "with linespoints pt 7 lc %d title '%s', %s using 1:%d with lines dt 2 lc %d notitle"
+    script += ["set logscale x 2", "set xlabel 'concurrent clients'",
+               "set title 'output tokens/s (higher is better)'", "unset logscale y",
                "plot " + ", ".join("%s using 1:2 with linespoints pt 7 title '%s'" % (var(s), s)
                                    for s in settings),
                "set title 'E2EL p50 (solid) and p99 (dashed), seconds'", "set logscale y",
-               "plot " + ", ".join("%s using 1:3 with linespoints pt 7 lc %d title '%s', "
-                                   "%s using 1:4 with lines dt 2 lc %d notitle"
-                                   % (var(s), i + 1, s, var(s), i + 1)
-                                   for i, s in enumerate(settings)),
-               "unset multiplot"]
+               "plot " + ", ".join("%s using 1:3 " % var(s) + latency % (i + 1, s, var(s), 4, i + 1)
+                                   for i, s in enumerate(settings))]
+    if opened:
+        script += ["unset logscale x", "set xlabel 'offered requests/s (Poisson arrivals)'",
+                   "set title 'open loop: E2EL p50 (solid) and p99 (dashed), seconds'",
+                   "plot " + ", ".join(
+                       "%s_open using 1:2 " % var(s) +
+                       latency % (settings.index(s) + 1, s, var(s) + "_open", 3,
+                                  settings.index(s) + 1)
+                       for s in open_settings)]
+    script.append("unset multiplot")
     subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
 
 
