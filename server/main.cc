@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -455,8 +456,61 @@ void AwaitGrpcGoaways(const Serving& s, absl::Time stop_deadline) {
   std::_Exit(0);
 }
 
-// Start-up: config, logging, signals, auth and TLS, metrics, the gRPC listener (health
-// NOT_SERVING), HTTP, the model, warm-up, SERVING; then wait for a stop signal and drain.
+// What serves calls before a model is attached: the gateway, gRPC (health NOT_SERVING) and
+// HTTP. Members are destroyed in reverse order, the transports (whose calls point at the
+// gateway) first.
+struct FrontEnds {
+  std::unique_ptr<Gateway> gateway;
+  std::unique_ptr<DiffusionService> service;
+  std::unique_ptr<GrpcListener> grpc_listener;
+  GrpcServing grpc;
+  std::unique_ptr<HttpServer> http;
+  grpc::HealthCheckServiceInterface* health = nullptr;
+};
+
+// A start-up stage that failed, named as the "startup_failed" log line names it.
+struct StartupFailure {
+  std::string_view stage;
+  absl::Status status;
+};
+
+// Binds the gRPC port, starts gRPC and HTTP, and reports NOT_SERVING on health. On failure a
+// gRPC server already started is stopped.
+std::optional<StartupFailure> StartFrontEnds(
+    const ServerConfig& config, const TokenAuthenticator* auth,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials, MetricsServing& metrics,
+    Logger& logger, FrontEnds& out) {
+  out.gateway = std::make_unique<Gateway>(config, auth, metrics.metrics.get(), &logger);
+  out.service = std::make_unique<DiffusionService>(out.gateway.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The gRPC port's socket is ours (server/grpc/grpc_listener.h): a drain can close it.
+  absl::StatusOr<std::unique_ptr<GrpcListener>> listener =
+      GrpcListener::Bind(config.server.address);
+  if (!listener.ok()) return StartupFailure{"listen", listener.status()};
+  out.grpc_listener = *std::move(listener);
+  if (absl::Status st = StartGrpcServer(config.server, credentials, out.service.get(), &out.grpc);
+      !st.ok()) {
+    return StartupFailure{"listen", st};
+  }
+  out.grpc_listener->Start(std::move(out.grpc.acceptor));
+  if (absl::Status st = StartHttp(config, out.gateway.get(), &logger, &out.http); !st.ok()) {
+    out.grpc.server->Shutdown(std::chrono::system_clock::now());
+    return StartupFailure{"http", st};
+  }
+  if (out.http != nullptr && metrics.endpoint != nullptr) {
+    metrics.endpoint->Register(out.http->connection_metrics());
+  }
+  out.health = out.grpc.server->GetHealthCheckService();
+  // The default health service knows only "" until a service's status is set explicitly;
+  // from then on SetServingStatus(bool) updates both.
+  out.health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
+  out.health->SetServingStatus(false);
+  return std::nullopt;
+}
+
+// Start-up: config, logging, signals, auth and TLS, metrics, the front ends (health
+// NOT_SERVING), the model, warm-up, SERVING; then wait for a stop signal and drain.
 int Run(int argc, char** argv) {
   ServerConfig config;
   if (std::optional<int> exit_code = LoadConfig(argc, argv, &config)) return *exit_code;
@@ -481,61 +535,38 @@ int Run(int argc, char** argv) {
   if (absl::Status st = StartMetrics(config.metrics, &metrics); !st.ok()) {
     return fail("metrics", st);
   }
-
-  // Declared before both transports, so destroyed after them (their calls point at it).
-  Gateway gateway(config, auth->get(), metrics.metrics.get(), &logger);
-  DiffusionService service(&gateway);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // The gRPC port's socket is ours (server/grpc/grpc_listener.h): a drain can close it.
-  absl::StatusOr<std::unique_ptr<GrpcListener>> grpc_listener =
-      GrpcListener::Bind(config.server.address);
-  if (!grpc_listener.ok()) return fail("listen", grpc_listener.status());
-  const int selected_port = (*grpc_listener)->port();
-  GrpcServing grpc;
-  if (absl::Status st = StartGrpcServer(config.server, *credentials, &service, &grpc); !st.ok()) {
-    return fail("listen", st);
+  FrontEnds front;
+  if (std::optional<StartupFailure> failed =
+          StartFrontEnds(config, auth->get(), *credentials, metrics, logger, front)) {
+    return fail(failed->stage, failed->status);
   }
-  (*grpc_listener)->Start(std::move(grpc.acceptor));
+  LogListening(logger, config, front.grpc_listener->port(), (*auth)->enabled());
+
   // From here on a failed start-up stops the gRPC server before it logs why.
   auto stop_and_fail = [&](std::string_view what, const absl::Status& status) {
-    grpc.server->Shutdown(std::chrono::system_clock::now());
+    front.grpc.server->Shutdown(std::chrono::system_clock::now());
     return fail(what, status);
   };
-  std::unique_ptr<HttpServer> http;
-  if (absl::Status st = StartHttp(config, &gateway, &logger, &http); !st.ok()) {
-    return stop_and_fail("http", st);
-  }
-  if (http != nullptr && metrics.endpoint != nullptr) {
-    metrics.endpoint->Register(http->connection_metrics());
-  }
-  grpc::HealthCheckServiceInterface* health = grpc.server->GetHealthCheckService();
-  // The default health service knows only "" until a service's status is set explicitly;
-  // from then on SetServingStatus(bool) updates both.
-  health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
-  health->SetServingStatus(false);
-  LogListening(logger, config, selected_port, (*auth)->enabled());
-
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       LoadEngine(config, metrics.metrics.get(), logger);
   if (!engine.ok()) return stop_and_fail("load_model", engine.status());
   if (config.server.warmup) {
     if (absl::Status st = WarmUp(**engine, logger); !st.ok()) return stop_and_fail("warmup", st);
   }
-  if (absl::Status st = gateway.AttachEngine(engine->get()); !st.ok()) {
+  if (absl::Status st = front.gateway->AttachEngine(engine->get()); !st.ok()) {
     return stop_and_fail("config", st);
   }
   if (!StopSignalPending()) {  // a pod stopped during loading never turns ready
-    health->SetServingStatus(true);
-    logger.Info("serving", {{"port", int64_t{selected_port}}});
+    front.health->SetServingStatus(true);
+    logger.Info("serving", {{"port", int64_t{front.grpc_listener->port()}}});
   }
 
   const Serving serving = {.config = &config.server,
                            .logger = &logger,
-                           .gateway = &gateway,
-                           .health = health,
-                           .grpc_listener = grpc_listener->get(),
-                           .http = http.get(),
+                           .gateway = front.gateway.get(),
+                           .health = front.health,
+                           .grpc_listener = front.grpc_listener.get(),
+                           .http = front.http.get(),
                            .engine = &*engine};
   DrainAndExit(AwaitStopSignal(serving), serving);
 }
