@@ -151,9 +151,11 @@ def plot(png, path):
     latency = "with linespoints pt 7 lc %d title '%s', %s using 1:%d with lines dt 2 lc %d notitle"
     script += ["set logscale x 2", "set xlabel 'concurrent clients'",
                "set title 'output tokens/s (higher is better)'", "unset logscale y",
+               "set key below horizontal maxrows 2",
                "plot " + ", ".join("%s using 1:2 with linespoints pt 7 title '%s'" % (var(s), s)
                                    for s in settings),
                "set title 'E2EL p50 (solid) and p99 (dashed), seconds'", "set logscale y",
+               "set key inside top left vertical",
                "plot " + ", ".join("%s using 1:3 " % var(s) + latency % (i + 1, s, var(s), 4, i + 1)
                                    for i, s in enumerate(settings))]
     if opened:
