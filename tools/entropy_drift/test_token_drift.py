@@ -45,7 +45,7 @@ class DecodeTest(unittest.TestCase):
         self.assertEqual(len(ids), 24)
         self.assertTrue(records)
         self.assertTrue(prompt_drift)
-        for age, entropy, step_drift, stale in records:
+        for age, entropy, step_drift, stale, _padding in records:
             self.assertGreaterEqual(age, 1)
             self.assertGreaterEqual(entropy, 0.0)
             self.assertGreaterEqual(step_drift, 0.0)
@@ -84,6 +84,12 @@ class StatsTest(unittest.TestCase):
         self.assertAlmostEqual(T.spearman([1, 2, 3, 4], [4, 3, 2, 1]), -1.0)
         # Ties take their mean rank: x ranks 0.5 0.5 2 3; y ranks 0 1 2 3.
         self.assertAlmostEqual(T.spearman([1, 1, 2, 3], [1, 2, 3, 4]), 0.9486832980505138)
+
+    def test_tables_keep_the_end_padding_apart(self):
+        records = [(1, 0.0, 0.1, 0.1, False), (1, 0.5, 0.3, 0.3, False), (1, 0.0, 9.0, 9.0, True)]
+        text = T.tables(records, [0.001])
+        self.assertIn("| 1 | 2 | 0.3000 | 0.3000 |", text)  # median of two: the upper one
+        self.assertIn("End padding (1 records): median staleness 9.0000", text)
 
     def test_buckets(self):
         self.assertEqual(T.entropy_bucket(0.0), 0)

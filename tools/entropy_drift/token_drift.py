@@ -20,8 +20,10 @@ it; age a = t - (s+1). Recorded for every later step t:
   - step drift      |F_t[p] - F_{t-1}[p]| / |F_t[p]|  (how much one step moves it);
   - staleness       |F_t[p] - F_{s+1}[p]| / |F_t[p]|  (the error of a cache entry written at
                      its first recompute and never refreshed, read at step t).
-Printed: medians by age bucket and commit-entropy bucket, the Spearman correlation of entropy
-with staleness at fixed age, and for scale the same drift of the prompt's tokens.
+Printed, for the answer's tokens: medians by age bucket and commit-entropy bucket, and the
+Spearman correlation of entropy with staleness at fixed age. Apart, for scale: the end tokens
+that fill the canvas after the answer (window decoding commits them too, often before the
+answer's last token), and the prompt's tokens.
 
 Usage: /usr/bin/python3 -m tools.entropy_drift.token_drift MODEL_DIR [--split val]
        [--items 24] [--window 16] [--threshold 0.9] [--out REPORT.md]
@@ -75,8 +77,10 @@ def features(model, x):
 @torch.no_grad()
 def decode_one(model, family, sp, prompt, gen_length, window, threshold):
     """One greedy window decode. Returns (answer ids, records, prompt drifts): records are
-    (age, entropy, step drift, staleness) per committed token and later step; prompt drifts
-    the per-step drift of the prompt's tokens (median over the prompt, per step)."""
+    (age, entropy, step drift, staleness, padding) per committed token and later step, padding
+    true for a position after the answer's first end token (the end tokens that fill the rest
+    of the canvas); prompt drifts the per-step drift of the prompt's tokens (median over the
+    prompt, per step)."""
     plen = len(prompt)
     x = torch.full((plen + gen_length,), sp.mask, dtype=torch.long)
     x[:plen] = torch.as_tensor(prompt)
@@ -97,7 +101,7 @@ def decode_one(model, family, sp, prompt, gen_length, window, threshold):
                     first_read[p] = f[plen + p].clone()
                 elif step > s + 1:
                     stale = float((f[plen + p] - first_read[p]).norm() / norms[plen + p])
-                    records.append((step - s - 1, e, float(moved[plen + p]), stale))
+                    records.append((step - s - 1, e, float(moved[plen + p]), stale, p))
         prev = f
         ans = x[plen:]
         masked = (ans == sp.mask).nonzero()[:, 0]
@@ -114,7 +118,10 @@ def decode_one(model, family, sp, prompt, gen_length, window, threshold):
             x[plen + p] = tok[i]
             committed[p] = (step, float(ent[i]))
         step += 1
-    return x[plen:].tolist(), records, prompt_drift
+    ids = x[plen:].tolist()
+    first_end = min((i for i, t in enumerate(ids) if t in sp.end), default=len(ids))
+    records = [r[:4] + (r[4] > first_end,) for r in records]
+    return ids, records, prompt_drift
 
 
 def spearman(xs, ys):
@@ -147,9 +154,12 @@ def median(v):
 
 
 def tables(records, prompt_drift):
-    """Markdown tables of the records."""
+    """Markdown tables of the records: the answer's tokens by age and commit entropy, then the
+    end padding's and the prompt's drift for scale."""
+    padding = [r for r in records if r[4]]
+    records = [r for r in records if not r[4]]
     out = []
-    out.append("| age (steps since first recompute) | tokens | median step drift | "
+    out.append("| age (steps since first recompute) | records (token, step) | median step drift | "
                "median staleness | " + " | ".join(
                    f"staleness, entropy {entropy_label(i)}"
                    for i in range(len(ENTROPY_EDGES) + 1)) + " | ρ(entropy, staleness) |")
@@ -167,6 +177,11 @@ def tables(records, prompt_drift):
                    f"{median([r[3] for r in rs]):.4f} | " + " | ".join(cells) +
                    f" | {rho:.2f} |")
     out.append("")
+    out.append("End padding (%d records): median staleness %s by age bucket; median commit "
+               "entropy %.2g nats." % (
+                   len(padding), " / ".join(
+                       f"{median([r[3] for r in padding if lo <= r[0] <= hi]):.4f}"
+                       for lo, hi in AGE_BUCKETS), median([r[1] for r in padding])))
     out.append(f"Prompt tokens, median per-step drift over all steps: {median(prompt_drift):.4f}")
     return "\n".join(out)
 
@@ -199,7 +214,8 @@ def main():
         right += longform.check(common.cut_answer(tok, sp, ids), it["final"])
     head = (f"{args.model} ({family}), {len(items)} items of {os.path.relpath(path, common.ROOT)}, "
             f"window {args.window}, threshold {args.threshold}: {right}/{len(items)} right, "
-            f"{len(records)} (token, later step) records")
+            f"{len(records)} (token, later step) records, "
+            f"{sum(1 for r in records if not r[4])} of them the answer's")
     text = head + "\n\n" + tables(records, prompt_drift)
     print(text)
     if args.out:
