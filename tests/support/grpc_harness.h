@@ -55,8 +55,8 @@ class GrpcHarness {
     // Connected before the test's first call: a call with a short deadline must reach the
     // server, not expire in the client while the connection is set up (under a sanitizer on a
     // loaded machine that took over 50 ms, and the server never saw the call).
-    REQUIRE(channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                       std::chrono::seconds(30)));
+    REQUIRE(
+        channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30)));
   }
   ~GrpcHarness() {
     engine_.Drain(absl::Seconds(5));
