@@ -29,8 +29,6 @@ Usage: /usr/bin/python3 -m tools.entropy_drift.token_drift MODEL_DIR [--split va
        [--items 24] [--window 16] [--threshold 0.9] [--out REPORT.md]
 """
 import argparse
-import json
-import math
 import os
 
 from tools.train import blas_env  # before torch: threads, OpenBLAS core type, malloc
@@ -39,9 +37,9 @@ blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 
-from tools.reference import modeling  # noqa: E402
+from tools.entropy_drift import analyze  # noqa: E402
 from tools.tasks import longform  # noqa: E402
-from tools.train import bpe, common, evaluate  # noqa: E402
+from tools.train import common, evaluate  # noqa: E402
 
 AGE_BUCKETS = [(1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 10 ** 9)]
 ENTROPY_EDGES = [0.01, 0.1, 0.3, 1.0]  # nats; buckets <0.01, <0.1, <0.3, <1, >=1
@@ -125,27 +123,8 @@ def decode_one(model, family, sp, prompt, gen_length, window, threshold):
 
 
 def spearman(xs, ys):
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2
-            i = j + 1
-        return r
-    n = len(xs)
-    if n < 3:
-        return float("nan")
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = sum(rx) / n, sum(ry) / n
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    vx = math.sqrt(sum((a - mx) ** 2 for a in rx))
-    vy = math.sqrt(sum((b - my) ** 2 for b in ry))
-    return cov / (vx * vy) if vx > 0 and vy > 0 else float("nan")
+    """Spearman's rho (analyze.spearman), nan below three samples."""
+    return analyze.spearman(xs, ys) if len(xs) >= 3 else float("nan")
 
 
 def median(v):
@@ -195,16 +174,10 @@ def main():
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--out", default=None, help="also write the printed report here")
     args = ap.parse_args()
-    path = args.split
-    if args.split in ("test", "val"):
-        path = os.path.join(common.ROOT, "tools", "tasks", "data_cot", args.split + ".jsonl")
+    path = common.cot_split_path(args.split)
     items = longform.load_jsonl(path)[:args.items]
-    model, cfg = modeling.load_checkpoint(args.model, torch.float32)
-    family = common.family_of(cfg)
-    tok = bpe.load(args.model)
+    model, family, tok, gen_length = common.load_model_dir(args.model, torch.float32)
     sp = common.Specials(family, tok)
-    with open(os.path.join(args.model, "generation_config.json")) as f:
-        gen_length = json.load(f)["gen_length"]
     records, prompt_drift, right = [], [], 0
     for it in items:
         ids, rs, pd = decode_one(model, family, sp, common.prompt_ids(tok, family, it["prompt"]),

@@ -3,6 +3,7 @@
 Families use the names "llada" and "dream" here; the config.json model_type is "llada" /
 "Dream" (tools/reference/modeling.py constants).
 """
+import json
 import os
 
 from tools.reference import modeling
@@ -22,6 +23,22 @@ def long_snapshot(name):
 
 
 MODEL_TYPE = {"llada": modeling.LLADA, "dream": modeling.DREAM}
+
+
+def cot_split_path(split):
+    """tools/tasks/data_cot/<split>.jsonl for "test" or "val"; any other value is a path."""
+    if split in ("test", "val"):
+        return os.path.join(ROOT, "tools", "tasks", "data_cot", split + ".jsonl")
+    return split
+
+
+def load_model_dir(model_dir, dtype):
+    """(model, family, tokenizer, gen_length) of an HF-style model folder: the reference model
+    in `dtype`, its family name, its tokenizer and generation_config.json's gen_length."""
+    model, cfg = modeling.load_checkpoint(model_dir, dtype)
+    with open(os.path.join(model_dir, "generation_config.json")) as f:
+        gen_length = json.load(f)["gen_length"]
+    return model, family_of(cfg), bpe.load(model_dir), gen_length
 
 
 class Specials:

@@ -34,9 +34,8 @@ blas_env.configure(threads=1)
 
 import torch  # noqa: E402
 
-from tools.reference import modeling  # noqa: E402
 from tools.tasks import longform  # noqa: E402
-from tools.train import bpe, common, evaluate  # noqa: E402
+from tools.train import common, evaluate  # noqa: E402
 
 BINS = [0.01, 0.1, 0.5, 1.0]  # histogram edges (nats)
 
@@ -153,15 +152,9 @@ def main():
     ap.add_argument("--json", default=None, help="write the results (and outputs) here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    path = args.split
-    if args.split in ("test", "val"):
-        path = os.path.join(common.ROOT, "tools", "tasks", "data_cot", args.split + ".jsonl")
+    path = common.cot_split_path(args.split)
     items = longform.load_jsonl(path)[:args.items]
-    model, cfg = modeling.load_checkpoint(args.model, torch.float32)
-    family = common.family_of(cfg)
-    tok = bpe.load(args.model)
-    with open(os.path.join(args.model, "generation_config.json")) as f:
-        g = json.load(f)["gen_length"]
+    model, family, tok, g = common.load_model_dir(args.model, torch.float32)
     step = None
     ts = os.path.join(args.model, "training_state.json")
     if os.path.exists(ts):
