@@ -446,6 +446,7 @@ def check_counts(args, transport, before, sent):
         grown = {k: v for k, v in grown.items() if v}
         if grown == counted or time.time() > deadline:
             return grown, grown == counted
+        time.sleep(0.2)
 
 
 def server_costs(start, end, results):
