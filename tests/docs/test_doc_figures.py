@@ -18,8 +18,10 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 from bench import serve_report, tune
@@ -242,6 +244,24 @@ class DocFiguresTest(unittest.TestCase):
             self.assertEqual(text, serve_report.filled(text, ROOT),
                              f"{doc}: run bench/serve_report.py --update {doc}")
         self.assertGreater(blocks, 0)
+
+    def test_serving_plots_are_drawn_from_their_rows(self):
+        """bench/serve_report.py --plot draws each committed serving rows file: three panels
+        (throughput and E2EL against concurrency, E2EL against the offered rate) when the file
+        has open-loop rows."""
+        if shutil.which("gnuplot") is None:
+            self.skipTest("gnuplot is not installed (scripts/deps installs it)")
+        rows = sorted(glob.glob(os.path.join(ROOT, "docs", "results", "serving-*.jsonl")))
+        self.assertTrue(rows)
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in rows:
+                png = os.path.join(tmp, "plot.png")
+                serve_report.plot(png, path)
+                with open(png, "rb") as f:
+                    head = f.read(24)
+                self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n", path)
+                width = int.from_bytes(head[16:20], "big")
+                self.assertEqual(width, 1800, f"{path}: three panels, 600 pixels each")
 
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))

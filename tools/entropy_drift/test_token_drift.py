@@ -1,6 +1,8 @@
 """Checks of tools/entropy_drift/token_drift.py on a small random model: the K/V it measures are
 the ones attention uses, the window decode commits only inside its window, and the records'
 arithmetic (age, staleness at age 1 equal to the step drift) holds."""
+import json
+import os
 import unittest
 from types import SimpleNamespace
 
@@ -8,6 +10,7 @@ import torch
 
 from tools.entropy_drift import token_drift as T
 from tools.reference import modeling as M
+from tools.train import common
 
 VOCAB, MASK, END = 64, 63, 62
 
@@ -76,6 +79,22 @@ class DecodeTest(unittest.TestCase):
             self.assertEqual(len(changed), 1)
             masked = (before[3:] == MASK).nonzero()[:, 0].tolist()
             self.assertIn(changed[0] - 3, masked[:2])
+
+
+class LoadTest(unittest.TestCase):
+    def test_cot_split_path(self):
+        self.assertTrue(common.cot_split_path("val").endswith("tools/tasks/data_cot/val.jsonl"))
+        self.assertEqual(common.cot_split_path("/tmp/x.jsonl"), "/tmp/x.jsonl")
+
+    def test_load_model_dir_reads_the_folder(self):
+        for name, family in (("llada-tiny", "llada"), ("dream-tiny", "dream")):
+            folder = os.path.join(common.ROOT, "models", name)
+            with open(os.path.join(folder, "generation_config.json")) as f:
+                want_gen = json.load(f)["gen_length"]
+            model, fam, tok, gen_length = common.load_model_dir(folder, torch.float32)
+            self.assertEqual((fam, gen_length), (family, want_gen))
+            self.assertEqual(model.family, M.LLADA if family == "llada" else M.DREAM)
+            self.assertEqual(tok.decode(tok.encode("12 + 30")), "12 + 30")
 
 
 class StatsTest(unittest.TestCase):
