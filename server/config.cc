@@ -8,7 +8,9 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -19,6 +21,7 @@
 #include "engine/core/file_text.h"
 #include "engine/core/params.h"
 #include "engine/core/status_macros.h"
+#include "server/limit_fields.h"
 
 namespace dllm {
 namespace {
@@ -374,12 +377,17 @@ RequestDefaults ResolveRequestDefaults(const ModelInfo& model, const DecodingDef
 
 ParamLimits ToParamLimits(const LimitsSection& limits, int vocab_size) {
   ParamLimits out;
-  out.max_new_tokens = limits.max_new_tokens;
-  out.max_steps = limits.max_steps;
-  out.max_block_length = limits.max_block_length;
-  out.max_window = limits.max_window;
-  out.max_temperature = limits.max_temperature;
-  out.max_shadow_sample_rate = limits.max_shadow_sample_rate;
+  for (const LimitField& f : LimitFields()) {
+    const double value = LimitValue(limits, f);
+    std::visit(
+        [&](auto param) {
+          if constexpr (!std::is_same_v<decltype(param), std::monostate>) {
+            // Each row's range fits its ParamLimits member's type.
+            out.*param = static_cast<std::remove_reference_t<decltype(out.*param)>>(value);
+          }
+        },
+        f.param);
+  }
   out.vocab_size = vocab_size;
   out.allowed_cache_policies = limits.allowed_cache_policies;
   out.section = "limits";
@@ -444,28 +452,9 @@ absl::Status ValidateEngineSection(const EngineSection& e) {
 }
 
 absl::Status ValidateLimitsSection(const LimitsSection& l) {
-  if (auto st = CheckRange("limits.max_new_tokens", l.max_new_tokens, 1, 1 << 20); !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("limits.max_prompt_tokens", l.max_prompt_tokens, 1, 1 << 20); !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("limits.max_prompt_bytes", static_cast<double>(l.max_prompt_bytes), 0,
-                           kMaxMessage);
-      !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("limits.max_steps", l.max_steps, 1, 1 << 20); !st.ok()) return st;
-  if (auto st = CheckRange("limits.max_block_length", l.max_block_length, 1, 1 << 20); !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("limits.max_window", l.max_window, 1, 1 << 20); !st.ok()) return st;
-  if (auto st = CheckRange("limits.max_temperature", l.max_temperature, 0, 100); !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("limits.max_shadow_sample_rate", l.max_shadow_sample_rate, 0, 1);
-      !st.ok()) {
-    return st;
+  for (const LimitField& f : LimitFields()) {
+    DLLM_RETURN_IF_ERROR(
+        CheckRange(absl::StrCat("limits.", f.name), LimitValue(l, f), f.min, f.max));
   }
   if (l.allowed_cache_policies.empty()) {
     return Invalid("limits.allowed_cache_policies", "must name at least one policy");
@@ -622,14 +611,9 @@ void ReadCacheSection(MapReader& top, std::string* error, CacheDefaults* k) {
 
 void ReadLimitsSection(MapReader& top, std::string* error, LimitsSection* l) {
   MapReader r(top.Child("limits"), "limits", error);
-  r.Read("max_new_tokens", &l->max_new_tokens);
-  r.Read("max_prompt_tokens", &l->max_prompt_tokens);
-  r.Read("max_prompt_bytes", &l->max_prompt_bytes);
-  r.Read("max_steps", &l->max_steps);
-  r.Read("max_block_length", &l->max_block_length);
-  r.Read("max_window", &l->max_window);
-  r.Read("max_temperature", &l->max_temperature);
-  r.Read("max_shadow_sample_rate", &l->max_shadow_sample_rate);
+  for (const LimitField& f : LimitFields()) {
+    std::visit([&](auto member) { r.Read(f.name, &(l->*member)); }, f.member);
+  }
   r.ReadEnumList("allowed_cache_policies", kCachePolicies, &l->allowed_cache_policies);
   r.CheckUnknownKeys();
 }

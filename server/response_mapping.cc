@@ -1,6 +1,11 @@
 #include "server/response_mapping.h"
 
+#include <string>
+#include <type_traits>
+#include <variant>
+
 #include "proto/param_proto.h"
+#include "server/limit_fields.h"
 
 namespace dllm {
 
@@ -70,14 +75,26 @@ void FillModelInfo(const ModelInfo& model, BackendKind backend, const RequestDef
   out->set_default_max_new_tokens(defaults.max_new_tokens);
   WriteProtoParams(defaults.decoding, defaults.cache, out->mutable_default_decoding(),
                    out->mutable_default_cache());
+  // The Limits message's fields are the table's rows, by name (tests/server/limit_fields_test.cc).
   auto* l = out->mutable_limits();
-  l->set_max_new_tokens(limits.max_new_tokens);
-  l->set_max_prompt_tokens(limits.max_prompt_tokens);
-  l->set_max_steps(limits.max_steps);
-  l->set_max_block_length(limits.max_block_length);
-  l->set_max_window(limits.max_window);
-  l->set_max_temperature(limits.max_temperature);
-  l->set_max_shadow_sample_rate(limits.max_shadow_sample_rate);
+  const google::protobuf::Reflection* reflection = l->GetReflection();
+  for (const LimitField& f : LimitFields()) {
+    const google::protobuf::FieldDescriptor* field =
+        l->GetDescriptor()->FindFieldByName(std::string(f.name));
+    const double value = LimitValue(limits, f);
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(limits.*member)>;
+          if constexpr (std::is_same_v<T, int>) {
+            reflection->SetInt32(l, field, static_cast<int32_t>(value));
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            reflection->SetInt64(l, field, static_cast<int64_t>(value));
+          } else {
+            reflection->SetFloat(l, field, static_cast<float>(value));
+          }
+        },
+        f.member);
+  }
   for (CachePolicyKind p : limits.allowed_cache_policies) l->add_allowed_cache_policies(ToProto(p));
 }
 
