@@ -3,10 +3,11 @@
 
 Every method gets the same budget, BUDGET settings of its own knobs, fixed here before any run
 (GRID): EntropyCache its threshold tau, recent k, schedule (block 32, window 16, window 32) and
-decoding threshold (and our variant, entropy-min, its own BUDGET with the recent tokens'
-entropy floor); the Fast-dLLM prefix and dual caches their threshold and block; d2Cache
-rollout_p and current_k; Elastic-Cache gamma and beta (its sliding window's width). Each
-setting runs on the val split (one thread, batch 1) against vanilla on the same items, paired.
+decoding threshold (and our variants their own BUDGET each: entropy-min with the recent
+tokens' entropy floor, entropy-end without the recent end tokens); the Fast-dLLM prefix and
+dual caches their threshold and block; d2Cache rollout_p and current_k; Elastic-Cache gamma
+and beta (its sliding window's width). Each setting runs on the val split (one thread, batch 1)
+against vanilla on the same items, paired.
 
   val    MODEL_DIR   runs vanilla on val once (stored with dllm-bench --answers-out), then every
                      GRID setting against it (--baseline-from); resumable: settings already in
@@ -61,6 +62,16 @@ GRID = {
         (BLOCK, "entropy:tau=2,k=32,min_entropy=0.3"),
         ("window:w=16,threshold=0.9", "entropy:tau=1,k=16,min_entropy=0.3"),
         ("window:w=32,threshold=0.9", "entropy:tau=1,k=32,min_entropy=0.3"),
+    ],
+    # A second variant (docs/method.md): of the recent tokens committed before the last step,
+    # no end tokens (the end padding, which drifts least: docs/entropy-drift.md).
+    "entropy-end": [
+        (BLOCK, "entropy:tau=1,k=32,max_end=0"),
+        (BLOCK, "entropy:tau=1,k=16,max_end=0"),
+        (BLOCK, "entropy:tau=2,k=16,max_end=0"),
+        ("window:w=16,threshold=0.9", "entropy:tau=1,k=16,max_end=0"),
+        ("window:w=16,threshold=0.9", "entropy:tau=1,k=32,max_end=0"),
+        ("window:w=16,threshold=0.9", "entropy:tau=2,k=16,max_end=0"),
     ],
     "dual": [
         (BLOCK, "dual"),

@@ -307,6 +307,16 @@ void AddCacheRows(std::vector<ParamField>* t) {
                   "committed with at least this entropy; unset or 0: all (the paper)"}),
       entropy_like));
   t->push_back(ForPolicies(
+      Field<&K::recent_max_end>(
+          {.name = "recent_max_end",
+           .alias = "max_end",
+           .unit = "tokens",
+           .lo = 0,
+           .hi = 1 << 20,
+           .doc = "of the recent tokens committed before the last step, recompute at most this "
+                  "many end tokens (the newest); unset: all (the paper)"}),
+      entropy_like));
+  t->push_back(ForPolicies(
       WithLimit(Field<&K::refresh_interval>({.name = "refresh_interval",
                                              .alias = "n",
                                              .unit = "steps",

@@ -70,6 +70,10 @@ struct CacheParams {
   // Of those committed before the newest step, only the ones committed with at least this
   // entropy (nats) are recomputed; unset (or 0): all of them (the paper's partial step).
   std::optional<float> recent_min_entropy;
+  // Of those committed before the newest step, at most this many end tokens (the newest
+  // first) are recomputed; unset: all of them (the paper's partial step). The end tokens that
+  // pad the canvas after the answer move least of all tokens (docs/entropy-drift.md).
+  std::optional<int> recent_max_end;
   int refresh_interval = 8;  // kInterval
   // kD2Cache, at d2Cache's published defaults: masked rows recomputed per step, the
   // attention-rollout nucleus mass, and the certainty-density Gaussian's width (positions).

@@ -12,20 +12,27 @@ void CommitHistory::Record(int step, std::span<const CommittedToken> committed) 
   if (committed.empty()) return;
   StepCommits entry{step, {}};
   entry.tokens.reserve(committed.size());
-  for (const CommittedToken& c : committed) entry.tokens.emplace_back(c.position, c.entropy_nats);
+  for (const CommittedToken& c : committed) {
+    entry.tokens.push_back(Commit{c.position, c.entropy_nats, c.end_token});
+  }
   std::sort(entry.tokens.begin(), entry.tokens.end());
   steps_.push_back(std::move(entry));
 }
 
-std::vector<int32_t> CommitHistory::Recent(int k, float min_entropy_nats) const {
+std::vector<int32_t> CommitHistory::Recent(int k, const RecentFilter& filter) const {
   std::vector<int32_t> out;
-  int taken = 0;  // the ranking's first k, counted before the entropy filter
+  int taken = 0;       // the ranking's first k, counted before the filter
+  int end_tokens = 0;  // older end tokens kept so far
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
     const bool newest = it == steps_.rbegin();
-    for (const auto& [position, entropy] : it->tokens) {
+    for (const Commit& c : it->tokens) {
       if (!newest && taken >= k) break;
       ++taken;
-      if (newest || entropy >= min_entropy_nats) out.push_back(position);
+      if (!newest) {
+        if (c.entropy_nats < filter.min_entropy_nats) continue;
+        if (c.end_token && end_tokens++ >= filter.max_end_tokens) continue;
+      }
+      out.push_back(c.position);
     }
     if (taken >= k) break;
   }
@@ -68,28 +75,30 @@ class NonePolicy final : public CachePolicy {
 // Shared by entropy and interval: the EntropyCache partial step.
 class RecentKPolicy : public CachePolicy {
  public:
-  RecentKPolicy(int recent_k, float recent_min_entropy)
-      : recent_k_(recent_k), recent_min_entropy_(recent_min_entropy) {}
+  explicit RecentKPolicy(const CacheParams& params) : recent_k_(params.recent_k) {
+    filter_.min_entropy_nats = params.recent_min_entropy.value_or(0.0f);
+    if (params.recent_max_end) filter_.max_end_tokens = *params.recent_max_end;
+  }
   void Observe(int step, std::span<const CommittedToken> committed) override {
     history_.Record(step, committed);
   }
 
  protected:
   StepPlan Partial(const PlanInput& input) const {
-    const std::vector<int32_t> recent = history_.Recent(recent_k_, recent_min_entropy_);
+    const std::vector<int32_t> recent = history_.Recent(recent_k_, filter_);
     return StepPlan{false, UnionSorted(input.candidates, recent)};
   }
 
  private:
   int recent_k_;
-  float recent_min_entropy_;
+  RecentFilter filter_;
   CommitHistory history_;
 };
 
 class EntropyPolicy final : public RecentKPolicy {
  public:
-  EntropyPolicy(float tau, int recent_k, float recent_min_entropy)
-      : RecentKPolicy(recent_k, recent_min_entropy), tau_(tau) {}
+  explicit EntropyPolicy(const CacheParams& params)
+      : RecentKPolicy(params), tau_(params.entropy_threshold) {}
   StepPlan Plan(const PlanInput& input) override {
     if (first_ || max_entropy_ > tau_ * input.tau_scale) return StepPlan{true, {}};
     return Partial(input);
@@ -111,8 +120,8 @@ class EntropyPolicy final : public RecentKPolicy {
 
 class IntervalPolicy final : public RecentKPolicy {
  public:
-  IntervalPolicy(int interval, int recent_k, float recent_min_entropy)
-      : RecentKPolicy(recent_k, recent_min_entropy), interval_(interval) {}
+  explicit IntervalPolicy(const CacheParams& params)
+      : RecentKPolicy(params), interval_(params.refresh_interval) {}
   StepPlan Plan(const PlanInput& input) override {
     if (input.step % interval_ == 0) return StepPlan{true, {}};
     return Partial(input);
@@ -160,15 +169,13 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(const CacheParams& params, int voca
     case CachePolicyKind::kNone:
       return std::make_unique<NonePolicy>();
     case CachePolicyKind::kEntropy:
-      return std::make_unique<EntropyPolicy>(params.entropy_threshold, params.recent_k,
-                                             params.recent_min_entropy.value_or(0.0f));
+      return std::make_unique<EntropyPolicy>(params);
     case CachePolicyKind::kDual:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/false);
     case CachePolicyKind::kPrefix:
       return std::make_unique<BlockRefreshPolicy>(/*through_canvas_end=*/true);
     case CachePolicyKind::kInterval:
-      return std::make_unique<IntervalPolicy>(params.refresh_interval, params.recent_k,
-                                              params.recent_min_entropy.value_or(0.0f));
+      return std::make_unique<IntervalPolicy>(params);
     case CachePolicyKind::kD2Cache:
       return MakeD2CachePolicy(params.d2_current_k, params.d2_rollout_p, params.d2_sigma,
                                vocab_size);

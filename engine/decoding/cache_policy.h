@@ -29,7 +29,9 @@
 // (their cached K/V still encode [MASK], docs/method.md §8.4), so k = 0 refreshes exactly
 // the previous step's commits. cache.recent_min_entropy (our variant, docs/method.md) drops
 // from the older ones those committed with less entropy than it: a confident token's K/V
-// settle once recomputed.
+// settle once recomputed. cache.recent_max_end (a second variant) keeps at most that many
+// of the older ones that are end tokens, the newest first: the end tokens that pad the canvas
+// after the answer move least (docs/entropy-drift.md).
 //
 // Query rows are prediction positions; for a shifted-logit model (Dream) the planner adds
 // row p-1 of every predicted p (see PlanQueryRows). Thread-safety: none (engine worker).
@@ -37,6 +39,7 @@
 #define DLLM_ENGINE_DECODING_CACHE_POLICY_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <utility>
@@ -70,20 +73,33 @@ struct StepPlan {
   std::vector<int32_t> query_positions;
 };
 
+// Which of the recent-k tokens committed before the newest step are left out. The defaults
+// leave none out (the paper's partial step).
+struct RecentFilter {
+  float min_entropy_nats = 0.0f;  // keep those committed with at least this entropy
+  int max_end_tokens = std::numeric_limits<int>::max();  // and at most this many end tokens
+};
+
 // Committed tokens by step, with the recent-k selection.
 class CommitHistory {
  public:
   // Records one step's commits (any order).
   void Record(int step, std::span<const CommittedToken> committed);
-  // Positions of the recent-k selection (see file comment), ascending; of the selected tokens
-  // committed before the newest step, only those committed with entropy >= min_entropy_nats
-  // (0 keeps them all).
-  std::vector<int32_t> Recent(int k, float min_entropy_nats = 0.0f) const;
+  // Positions of the recent-k selection (see file comment), ascending, less what `filter`
+  // leaves out of the tokens committed before the newest step. The filter applies to the
+  // ranking's first k; it never reaches past them.
+  std::vector<int32_t> Recent(int k, const RecentFilter& filter = {}) const;
 
  private:
+  struct Commit {
+    int32_t position;
+    float entropy_nats;
+    bool end_token;
+    bool operator<(const Commit& o) const { return position < o.position; }
+  };
   struct StepCommits {
     int step;
-    std::vector<std::pair<int32_t, float>> tokens;  // (position, entropy), ascending position
+    std::vector<Commit> tokens;  // ascending position
   };
   std::vector<StepCommits> steps_;  // in commit order (ascending step)
 };

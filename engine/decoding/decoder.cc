@@ -209,7 +209,8 @@ absl::StatusOr<std::vector<CommittedToken>> Decoder::Commit(std::span<const RowS
     canvas_[row.position] = row.token;
     decided_[row.position] = 1;
     --masks_left_;
-    committed.push_back(CommittedToken{row.position, row.token, row.entropy_nats});
+    committed.push_back(
+        CommittedToken{row.position, row.token, row.entropy_nats, IsEndToken(row.token)});
   }
   ++step_;
   ++step_in_block_;

@@ -48,6 +48,7 @@ struct CommittedToken {
   int32_t position = 0;  // absolute canvas position
   int32_t token = 0;
   float entropy_nats = 0;
+  bool end_token = false;  // one of DecoderConfig::end_token_ids
 };
 
 class Decoder {

@@ -50,17 +50,29 @@ TEST_CASE("param fields: the table covers the params and each row reaches its ow
           "[core][fields]") {
   // The members by hand, as the independent list: a member missing from the table, or a row
   // writing another member, fails here.
-  const std::set<std::string> expected = {"decoding.schedule",      "decoding.remasking",
-                                          "decoding.steps",         "decoding.block_length",
-                                          "decoding.window",        "decoding.confidence_threshold",
-                                          "decoding.temperature",   "decoding.top_k",
-                                          "decoding.top_p",         "decoding.seed",
-                                          "decoding.eps",           "decoding.alg_temp",
-                                          "cache.policy",           "cache.entropy_threshold",
-                                          "cache.recent_k",         "cache.recent_min_entropy",
-                                          "cache.refresh_interval", "cache.shadow_sample_rate",
-                                          "cache.d2_current_k",     "cache.d2_rollout_p",
-                                          "cache.d2_sigma",         "cache.elastic_gamma"};
+  const std::set<std::string> expected = {"decoding.schedule",
+                                          "decoding.remasking",
+                                          "decoding.steps",
+                                          "decoding.block_length",
+                                          "decoding.window",
+                                          "decoding.confidence_threshold",
+                                          "decoding.temperature",
+                                          "decoding.top_k",
+                                          "decoding.top_p",
+                                          "decoding.seed",
+                                          "decoding.eps",
+                                          "decoding.alg_temp",
+                                          "cache.policy",
+                                          "cache.entropy_threshold",
+                                          "cache.recent_k",
+                                          "cache.recent_min_entropy",
+                                          "cache.recent_max_end",
+                                          "cache.refresh_interval",
+                                          "cache.shadow_sample_rate",
+                                          "cache.d2_current_k",
+                                          "cache.d2_rollout_p",
+                                          "cache.d2_sigma",
+                                          "cache.elastic_gamma"};
   std::set<std::string> names;
   for (const ParamField& f : ParamFields()) names.insert(f.FullName());
   CHECK(names == expected);

@@ -15,6 +15,13 @@ std::vector<CommittedToken> Commits(const std::vector<std::pair<int32_t, float>>
   return out;
 }
 
+// End tokens committed at `positions` (entropy 0).
+std::vector<CommittedToken> EndCommits(const std::vector<int32_t>& positions) {
+  std::vector<CommittedToken> out;
+  for (int32_t p : positions) out.push_back(CommittedToken{p, 2, 0.0f, /*end_token=*/true});
+  return out;
+}
+
 PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_start = false,
                 int32_t lo = 0, int32_t hi = 0, int32_t canvas_end = 0) {
   PlanInput in;
@@ -133,13 +140,15 @@ TEST_CASE("Recent-k with a minimum entropy keeps the newest step and the uncerta
   h.Record(0, Commits({{10, 0.9f}, {11, 0.05f}}));
   h.Record(1, Commits({{12, 0.5f}, {13, 0.2f}}));
   h.Record(2, Commits({{14, 0.0f}, {15, 0.01f}}));  // newest: kept whatever its entropy
-  CHECK(h.Recent(6, 0.0f) == std::vector<int32_t>{10, 11, 12, 13, 14, 15});
-  CHECK(h.Recent(6, 0.2f) == std::vector<int32_t>{10, 12, 13, 14, 15});  // >= the floor
-  CHECK(h.Recent(6, 0.3f) == std::vector<int32_t>{10, 12, 14, 15});
+  CHECK(h.Recent(6, {.min_entropy_nats = 0.0f}) == std::vector<int32_t>{10, 11, 12, 13, 14, 15});
+  CHECK(h.Recent(6, {.min_entropy_nats = 0.2f}) ==
+        std::vector<int32_t>{10, 12, 13, 14, 15});  // >= the floor
+  CHECK(h.Recent(6, {.min_entropy_nats = 0.3f}) == std::vector<int32_t>{10, 12, 14, 15});
   // The floor filters the first k of the ranking; it never reaches past them: k = 4 ranks
   // 14, 15, 12, 13, so position 10 (step 0) is out even though it is uncertain.
-  CHECK(h.Recent(4, 0.3f) == std::vector<int32_t>{12, 14, 15});
-  CHECK(h.Recent(6, std::numeric_limits<float>::infinity()) == std::vector<int32_t>{14, 15});
+  CHECK(h.Recent(4, {.min_entropy_nats = 0.3f}) == std::vector<int32_t>{12, 14, 15});
+  CHECK(h.Recent(6, {.min_entropy_nats = std::numeric_limits<float>::infinity()}) ==
+        std::vector<int32_t>{14, 15});
 
   // Through the policy: a partial step recomputes the candidates and the filtered recents.
   CacheParams c;
@@ -224,6 +233,46 @@ TEST_CASE("PlanQueryRows adds row p-1 for shifted logits", "[decoding][cache_pol
         std::vector<int32_t>{3, 6, 7, 8});
   StepPlan full{true, {}};
   CHECK(PlanQueryRows(full, std::vector<int32_t>{7}, 4, true) == std::vector<int32_t>{0, 1, 2, 3});
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+TEST_CASE("Recent-k with a cap on end tokens keeps the newest step and the newest older ones",
+          "[decoding][cache_policy]") {
+  CommitHistory h;
+  h.Record(0, EndCommits({60, 61}));
+  h.Record(1, Commits({{10, 0.5f}}));
+  h.Record(2, EndCommits({62, 63}));
+  h.Record(3, EndCommits({64}));  // newest: kept although an end token
+  // Ranking: 64 | 62 63 | 10 | 60 61.
+  CHECK(h.Recent(6) == std::vector<int32_t>{10, 60, 61, 62, 63, 64});
+  CHECK(h.Recent(6, {.max_end_tokens = 0}) == std::vector<int32_t>{10, 64});
+  CHECK(h.Recent(6, {.max_end_tokens = 1}) == std::vector<int32_t>{10, 62, 64});
+  CHECK(h.Recent(6, {.max_end_tokens = 3}) == std::vector<int32_t>{10, 60, 62, 63, 64});
+  // The cap filters the ranking's first k; the skipped end tokens still use up k.
+  CHECK(h.Recent(3, {.max_end_tokens = 0}) == std::vector<int32_t>{64});
+  CHECK(h.Recent(4, {.max_end_tokens = 0}) == std::vector<int32_t>{10, 64});
+
+  // Through the policy (interval shares the partial step): candidates plus the kept recents.
+  CacheParams c;
+  c.policy = CachePolicyKind::kInterval;
+  c.refresh_interval = 100;
+  c.recent_k = 6;
+  c.recent_max_end = 0;
+  auto policy = MakeCachePolicy(c, /*vocab_size=*/512);
+  const std::vector<int32_t> cand = {20};
+  REQUIRE(policy->Plan(Input(0, cand)).full);
+  policy->Observe(0, EndCommits({60, 61}));
+  policy->Observe(1, Commits({{10, 0.5f}}));
+  policy->Observe(2, EndCommits({62, 63}));
+  policy->Observe(3, EndCommits({64}));
+  const StepPlan plan = policy->Plan(Input(4, cand));
+  CHECK_FALSE(plan.full);
+  CHECK(plan.query_positions == std::vector<int32_t>{10, 20, 64});
 }
 
 }  // namespace

@@ -178,6 +178,22 @@ TEST_CASE("Finishes early once an end token has a decided prefix", "[decoding][d
   CHECK(d.DecidedAnswer() == std::vector<int32_t>{13, 14});
 }
 
+TEST_CASE("Commits say which tokens are end tokens", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 4;
+  p.steps = 1;  // one step commits the whole block
+  Decoder d(Config(p), kPrompt, 4);
+  Script script = [](int32_t pos, int) { return Row{pos >= 5 ? kEos : 10 + pos, 0.9f}; };
+  auto committed = d.Commit(RowsFor(d, script));
+  REQUIRE(committed.ok());
+  REQUIRE(committed->size() == 4);
+  for (const CommittedToken& c : *committed) {
+    INFO(c.position);
+    CHECK(c.end_token == (c.token == kEos));
+    CHECK(c.end_token == (c.position >= 5));
+  }
+}
+
 TEST_CASE("Commit rejects rows that do not match the candidates", "[decoding][decoder]") {
   DecodingParams p;
   p.block_length = 4;
