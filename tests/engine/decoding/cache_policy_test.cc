@@ -18,6 +18,7 @@ std::vector<CommittedToken> Commits(const std::vector<std::pair<int32_t, float>>
 // End tokens committed at `positions` (entropy 0).
 std::vector<CommittedToken> EndCommits(const std::vector<int32_t>& positions) {
   std::vector<CommittedToken> out;
+  out.reserve(positions.size());
   for (int32_t p : positions) out.push_back(CommittedToken{p, 2, 0.0f, /*end_token=*/true});
   return out;
 }
