@@ -19,6 +19,8 @@ const char* FinishReasonName(FinishReason reason) {
       return "cancelled";
     case FinishReason::kDeadline:
       return "deadline";
+    case FinishReason::kStepLimit:
+      return "step_limit";
     case FinishReason::kError:
       return "error";
   }

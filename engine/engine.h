@@ -52,7 +52,9 @@ struct GenerationRequest {
 
 // ---------------------------------------------------------------- events
 
-enum class FinishReason { kLength, kEos, kCancelled, kDeadline, kError };
+// kStepLimit: decoding.max_denoising_steps ended decoding; its last step committed every mask
+// left. Like kLength and kEos it is a success (OK status) with a complete answer.
+enum class FinishReason { kLength, kEos, kCancelled, kDeadline, kError, kStepLimit };
 const char* FinishReasonName(FinishReason reason);
 
 struct SequenceStats {
@@ -112,7 +114,8 @@ struct StepEvent {
 };
 
 struct FinalEvent {
-  absl::Status status;  // OK for kLength/kEos; CANCELLED, DEADLINE_EXCEEDED, ... otherwise
+  // OK for kLength/kEos/kStepLimit; CANCELLED, DEADLINE_EXCEEDED, ... otherwise.
+  absl::Status status;
   FinishReason reason = FinishReason::kLength;
   std::string text;                // full answer, cut at the first end token
   std::vector<int32_t> token_ids;  // the same, as ids

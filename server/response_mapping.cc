@@ -19,6 +19,8 @@ v1::FinishReason ToProto(FinishReason reason) {
       return v1::FINISH_REASON_CANCELLED;
     case FinishReason::kDeadline:
       return v1::FINISH_REASON_DEADLINE;
+    case FinishReason::kStepLimit:
+      return v1::FINISH_REASON_STEP_LIMIT;
     case FinishReason::kError:
       return v1::FINISH_REASON_UNSPECIFIED;
   }

@@ -263,6 +263,15 @@ void AddSamplingRows(std::vector<ParamField>* t) {
                                         .doc = "timestep schedule: > 0 samples positions from "
                                                "softmax(confidence / alg_temp)"}),
                    {Schedule::kTimestep}));
+  t->push_back(WithLimit(
+      Field<&D::max_denoising_steps>(
+          {.name = "max_denoising_steps",
+           .unit = "steps",
+           .lo = 0,
+           .hi = kInf,
+           .doc = "cap on the denoising steps under every schedule: the last allowed step "
+                  "commits every mask left (finish reason step_limit); 0: no cap"}),
+      "max_steps", [](const ParamLimits& l) -> double { return l.max_steps; }));
 }
 
 void AddCacheRows(std::vector<ParamField>* t) {

@@ -48,6 +48,10 @@ struct DecodingParams {
   int top_k = 0;
   float top_p = 1.0f;
   uint64_t seed = 0;
+  // > 0: at most this many denoising steps, whatever the schedule. Step cap - 1 commits every
+  // mask still left, each with its proposed token, so the answer is complete at the cap
+  // (FinishReason::kStepLimit). 0: no cap.
+  int max_denoising_steps = 0;
 };
 
 enum class CachePolicyKind {

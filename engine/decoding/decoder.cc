@@ -81,6 +81,17 @@ void Decoder::AdvanceAndPlan() {
   const int32_t answer_end = prompt_length_ + gen_length_;
   auto is_mask = [&](int32_t p) { return !decided_[p]; };
 
+  const int cap = config_.params.max_denoising_steps;
+  final_by_cap_ = cap > 0 && step_ >= cap - 1;
+  if (final_by_cap_) {
+    for (int32_t p = answer_begin; p < answer_end; ++p)
+      if (is_mask(p)) candidates_.push_back(p);
+    at_block_start_ = true;
+    block_begin_ = candidates_.front();
+    block_end_ = candidates_.back() + 1;
+    return;
+  }
+
   switch (config_.params.schedule) {
     case Schedule::kBlock: {
       const int block_length = config_.params.block_length;
@@ -184,7 +195,11 @@ absl::StatusOr<std::vector<CommittedToken>> Decoder::Commit(std::span<const RowS
   }
   const DecodingParams& p = config_.params;
   std::vector<int32_t> picks;  // indices into rows
-  if (p.schedule == Schedule::kTimestep && p.remasking == Remasking::kOrigin) {
+  if (final_by_cap_) {
+    picks.resize(rows.size());
+    std::iota(picks.begin(), picks.end(), 0);
+    step_limit_reached_ = true;
+  } else if (p.schedule == Schedule::kTimestep && p.remasking == Remasking::kOrigin) {
     const float fraction = DreamTransferFraction(timesteps_, std::min(step_, steps_ - 1));
     for (size_t i = 0; i < rows.size(); ++i) {
       const float u = CounterUniform(p.seed, rows[i].position, step_, 0, kDomainOrigin);

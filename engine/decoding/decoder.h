@@ -19,6 +19,11 @@
 // Threshold mode commits every candidate whose token_prob >= threshold and always at least
 // the best-ranked one.
 //
+// Step cap (DecodingParams::max_denoising_steps = C > 0): step C - 1, if decoding gets that
+// far, is a final step whatever the schedule. Its candidates are every mask left, its span
+// runs from the first to one past the last of them, it counts as a block start (so block-
+// based caches refresh), and it commits every candidate with its proposed token.
+//
 // A sequence is finished when no answer mask remains, or as soon as an end token is
 // committed and every answer position before it is decided: the output is cut at the first
 // end token, so later masks cannot change it.
@@ -86,6 +91,9 @@ class Decoder {
   int decided_prefix() const { return decided_prefix_; }
   // True once the first end token is known (it lies right after the decided prefix).
   bool end_token_reached() const { return end_reached_; }
+  // True once the step cap's final step has committed (see the step cap above); the answer
+  // may still end with an end token, which then was committed by that step.
+  bool step_limit_reached() const { return step_limit_reached_; }
   // Answer tokens before the first end token (or the first mask while unfinished).
   std::vector<int32_t> DecidedAnswer() const;
   bool IsEndToken(int32_t token) const;
@@ -109,6 +117,8 @@ class Decoder {
   int masks_left_;
   int decided_prefix_ = 0;
   bool end_reached_ = false;
+  bool final_by_cap_ = false;  // the planned step is the step cap's final step
+  bool step_limit_reached_ = false;
   std::vector<int32_t> candidates_;
   bool at_block_start_ = true;
   int32_t block_begin_ = 0;

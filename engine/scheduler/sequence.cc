@@ -283,7 +283,9 @@ void Sequence::Finish(absl::Status status, FinishReason reason, EngineObserver* 
   event.status = std::move(status);
   event.reason = reason;
   if (reason == FinishReason::kLength || reason == FinishReason::kEos) {
-    event.reason = decoder_.end_token_reached() ? FinishReason::kEos : FinishReason::kLength;
+    event.reason = decoder_.step_limit_reached()  ? FinishReason::kStepLimit
+                   : decoder_.end_token_reached() ? FinishReason::kEos
+                                                  : FinishReason::kLength;
   }
   event.token_ids = decoder_.DecidedAnswer();
   event.text = text_;

@@ -450,6 +450,8 @@ json OpenAiFinishReason(v1::FinishReason reason) {
       return "stop";
     case v1::FINISH_REASON_LENGTH:
       return "length";
+    case v1::FINISH_REASON_STEP_LIMIT:
+      return "step_limit";
     default:
       return nullptr;
   }

@@ -187,6 +187,10 @@ class HttpTest(unittest.TestCase):
             (dict(chat, max_tokens=0), 400, "max_tokens"),
             (dict(chat, max_completion_tokens=100000), 400, "max_completion_tokens"),
             (dict(chat, decoding={"steps": 65}), 400, "decoding.steps"),
+            (dict(chat, decoding={"max_denoising_steps": 65}), 400,
+             "decoding.max_denoising_steps"),
+            (dict(chat, decoding={"max_denoising_steps": -1}), 400,
+             "decoding.max_denoising_steps"),
             (dict(chat, decoding={"schedule": "zigzag"}), 400, "decoding.schedule"),
             (dict(chat, cache={"policy": "sometimes"}), 400, "cache.policy"),
             (dict(chat, stop=["a", "b", "c", "d", "e"]), 400, "stop"),
@@ -275,6 +279,37 @@ class HttpTest(unittest.TestCase):
         self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), expected)
         self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "stop")
         self.assertIn('dllm_requests_total{protocol="http",status="OK"} 3', s.metrics_text())
+
+    def test_step_cap(self):
+        """max_denoising_steps ends decoding at the cap with every mask committed, unary and
+        streamed, and finish_reason says so."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, auth=False)
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 3,
+                "decoding": {"block_length": 8, "steps": 32}, "cache": {"policy": "none"}}
+        status, free = post(s.http_port, "/v1/completions", base, token=None)
+        self.assertEqual(status, 200, free)
+        self.assertGreater(free["cache_stats"]["steps"], 3)
+        capped_body = dict(base, decoding=dict(base["decoding"], max_denoising_steps=3))
+        status, capped = post(s.http_port, "/v1/completions", capped_body, token=None)
+        self.assertEqual(status, 200, capped)
+        self.assertEqual(capped["cache_stats"]["steps"], 3)
+        self.assertEqual(capped["choices"][0]["finish_reason"], "step_limit")
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(capped_body, stream=True)),
+             "http://127.0.0.1:%d/v1/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        self.assertEqual("".join(c["choices"][0]["text"] for c in chunks),
+                         capped["choices"][0]["text"])
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "step_limit")
+        # A cap past the schedule's own end changes nothing.
+        loose = dict(base, decoding=dict(base["decoding"], max_denoising_steps=1000))
+        status, same = post(s.http_port, "/v1/completions", loose, token=None)
+        self.assertEqual(status, 200, same)
+        self.assertEqual(same["choices"][0]["text"], free["choices"][0]["text"])
+        self.assertEqual(same["choices"][0]["finish_reason"], free["choices"][0]["finish_reason"])
 
     # ------------------------------------------------------------ disconnect and drain
 

@@ -62,6 +62,7 @@ TEST_CASE("param fields: the table covers the params and each row reaches its ow
                                           "decoding.seed",
                                           "decoding.eps",
                                           "decoding.alg_temp",
+                                          "decoding.max_denoising_steps",
                                           "cache.policy",
                                           "cache.entropy_threshold",
                                           "cache.recent_k",

@@ -232,5 +232,109 @@ TEST_CASE("Random remasking and origin are deterministic per seed", "[decoding][
   }
 }
 
+// Every schedule, with and without a confidence threshold, capped at 3 steps: the first two
+// steps are the uncapped run's, and the third commits every mask left.
+TEST_CASE("The step cap ends every schedule with one step that commits every mask left",
+          "[decoding][decoder]") {
+  struct Case {
+    const char* name;
+    DecodingParams p;
+  };
+  std::vector<Case> cases;
+  {
+    DecodingParams p;
+    p.block_length = 4;
+    p.steps = 16;
+    cases.push_back({"block quota", p});
+    p.confidence_threshold = 0.9f;
+    cases.push_back({"block threshold", p});
+  }
+  {
+    DecodingParams p;
+    p.schedule = Schedule::kWindow;
+    p.window = 4;
+    cases.push_back({"window quota", p});
+    p.confidence_threshold = 0.9f;
+    cases.push_back({"window threshold", p});
+  }
+  {
+    DecodingParams p;
+    p.schedule = Schedule::kTimestep;
+    p.steps = 16;
+    cases.push_back({"timestep", p});
+    p.remasking = Remasking::kOrigin;
+    p.seed = 7;
+    cases.push_back({"timestep origin", p});
+  }
+  // Confidence falls with position; nothing reaches the threshold, so threshold runs commit
+  // one token per step.
+  Script script = [](int32_t pos, int) { return Row{20 + pos, 0.8f - 0.01f * pos}; };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Decoder uncapped(Config(c.p), kPrompt, 16);
+    const auto free_steps = Run(uncapped, script);
+    REQUIRE(free_steps.size() > 3);
+    CHECK_FALSE(uncapped.step_limit_reached());
+
+    DecodingParams capped_params = c.p;
+    capped_params.max_denoising_steps = 3;
+    Decoder capped(Config(capped_params), kPrompt, 16);
+    std::vector<std::vector<int32_t>> steps;
+    for (int i = 0; i < 2; ++i) {
+      auto committed = capped.Commit(RowsFor(capped, script));
+      REQUIRE(committed.ok());
+      std::vector<int32_t> positions;
+      for (const auto& t : *committed) positions.push_back(t.position);
+      CHECK(positions == free_steps[i]);
+    }
+    REQUIRE_FALSE(capped.finished());
+    // The final step: every mask left is a candidate, the span covers them, and it is a block
+    // start so that block-based caches refresh.
+    std::vector<int32_t> left;
+    for (int32_t pos = 3; pos < 19; ++pos)
+      if (!capped.decided(pos)) left.push_back(pos);
+    CHECK(capped.candidates() == left);
+    CHECK(capped.at_block_start());
+    CHECK(capped.block_begin() == left.front());
+    CHECK(capped.block_end() == left.back() + 1);
+    auto last = capped.Commit(RowsFor(capped, script));
+    REQUIRE(last.ok());
+    CHECK(last->size() == left.size());
+    CHECK(capped.finished());
+    CHECK(capped.step() == 3);
+    CHECK(capped.step_limit_reached());
+    std::vector<int32_t> want;
+    for (int32_t pos = 3; pos < 19; ++pos) want.push_back(20 + pos);
+    CHECK(capped.DecidedAnswer() == want);
+  }
+}
+
+TEST_CASE("A step cap the schedule never reaches changes nothing", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 4;
+  p.steps = 8;
+  Script script = [](int32_t pos, int) { return Row{20 + pos, 0.8f - 0.01f * pos}; };
+  Decoder uncapped(Config(p), kPrompt, 16);
+  const auto free_steps = Run(uncapped, script);
+  REQUIRE(free_steps.size() == 8);
+  p.max_denoising_steps = 9;
+  Decoder capped(Config(p), kPrompt, 16);
+  CHECK(Run(capped, script) == free_steps);
+  CHECK_FALSE(capped.step_limit_reached());
+}
+
+TEST_CASE("A step cap of one commits the whole answer in the first step", "[decoding][decoder]") {
+  DecodingParams p;
+  p.block_length = 4;
+  p.max_denoising_steps = 1;
+  Decoder d(Config(p), kPrompt, 8);
+  CHECK(d.candidates().size() == 8);
+  const auto steps = Run(d, [](int32_t pos, int) { return Row{pos == 6 ? kEos : 10, 0.5f}; });
+  REQUIRE(steps.size() == 1);
+  CHECK(d.step_limit_reached());
+  CHECK(d.end_token_reached());
+  CHECK(d.DecidedAnswer() == std::vector<int32_t>{10, 10, 10});
+}
+
 }  // namespace
 }  // namespace dllm

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -233,6 +234,86 @@ TEST_CASE("Prefix and dual equal none when every block takes one step", "[schedu
     CHECK(run.stats.partial_steps == 0);
     CHECK(run.stats.rows_computed == none.stats.rows_computed);
   }
+}
+
+TEST_CASE("A step cap ends every mode under every policy in one final step",
+          "[scheduler][step_cap]") {
+  constexpr int kCap = 4;
+  for (const Mode& mode : AllModes()) {
+    INFO(mode.name);
+    Harness h(mode.dream);
+    auto run_collecting = [&](const GenerationRequest& r) {
+      auto sink = std::make_shared<CollectSink>();
+      REQUIRE(h.engine->Submit(r, sink).ok());
+      const FinalEvent final_event = sink->Wait();
+      return std::make_pair(final_event, sink->commits());
+    };
+    const auto [uncapped, uncapped_commits] = run_collecting(Request(mode.decoding));
+    REQUIRE(uncapped.status.ok());
+    REQUIRE(uncapped.stats.steps > kCap);
+    DecodingParams capped = mode.decoding;
+    capped.max_denoising_steps = kCap;
+    const auto [none, none_commits] = run_collecting(Request(capped));
+    REQUIRE(none.status.ok());
+    CHECK(none.reason == FinishReason::kStepLimit);
+    CHECK(none.stats.steps == kCap);
+    // Until the cap the schedule is the uncapped one; the final step commits every mask left,
+    // so over the run every answer position is committed once.
+    std::vector<int32_t> positions;
+    for (const CommitEvent& e : none_commits) {
+      if (e.step < kCap - 1) {
+        const auto same = std::find_if(uncapped_commits.begin(), uncapped_commits.end(),
+                                       [&](const CommitEvent& u) { return u.step == e.step; });
+        REQUIRE(same != uncapped_commits.end());
+        CHECK(same->positions == e.positions);
+        CHECK(same->tokens == e.tokens);
+      }
+      positions.insert(positions.end(), e.positions.begin(), e.positions.end());
+    }
+    std::sort(positions.begin(), positions.end());
+    std::vector<int32_t> every(32);
+    std::iota(every.begin(), every.end(), 0);
+    CHECK(positions == every);
+    std::vector<CacheParams> policies = {EntropyCache(-std::numeric_limits<float>::infinity())};
+    if (mode.decoding.schedule == Schedule::kBlock) {
+      for (CachePolicyKind kind : {CachePolicyKind::kDual, CachePolicyKind::kPrefix}) {
+        CacheParams c;
+        c.policy = kind;
+        policies.push_back(c);
+      }
+    }
+    for (const CacheParams& c : policies) {
+      INFO(Name(c.policy));
+      GenerationRequest r = Request(capped, c);
+      r.step_events = true;
+      auto sink = std::make_shared<CollectSink>();
+      REQUIRE(h.engine->Submit(r, sink).ok());
+      const FinalEvent run = sink->Wait();
+      REQUIRE(run.status.ok());
+      CHECK(run.reason == FinishReason::kStepLimit);
+      CHECK(run.stats.steps == kCap);
+      const std::vector<StepEvent> steps = sink->steps();
+      REQUIRE(steps.size() == kCap);
+      // The final step predicts every mask left, so block-based caches refresh for it.
+      CHECK(steps.back().full);
+      if (c.policy == CachePolicyKind::kEntropy) CHECK(run.token_ids == none.token_ids);
+    }
+  }
+}
+
+TEST_CASE("A step cap that decoding never reaches changes nothing", "[scheduler][step_cap]") {
+  DecodingParams d;
+  d.block_length = 8;
+  Harness h;
+  const FinalEvent uncapped = RunOne(*h.engine, Request(d));
+  REQUIRE(uncapped.status.ok());
+  d.max_denoising_steps = uncapped.stats.steps + 1;
+  const FinalEvent capped = RunOne(*h.engine, Request(d));
+  REQUIRE(capped.status.ok());
+  CHECK(capped.reason == uncapped.reason);
+  CHECK(capped.reason != FinishReason::kStepLimit);
+  CHECK(capped.token_ids == uncapped.token_ids);
+  CHECK(capped.stats.steps == uncapped.stats.steps);
 }
 
 TEST_CASE("Cancellation ends a running request within a step and frees KV", "[scheduler][cancel]") {

@@ -55,7 +55,11 @@ TEST_CASE("param fields: the JSON lists every field with its domain and default"
     CHECK(row["section"] == std::string(SectionName(f.section)));
     CHECK(row["domain"] == DomainText(f));
   }
-  const nlohmann::json& tau = j["fields"][14 - 1];
+  const nlohmann::json* tau_row = nullptr;
+  for (const nlohmann::json& row : j["fields"])
+    if (row["name"] == "entropy_threshold") tau_row = &row;
+  REQUIRE(tau_row != nullptr);
+  const nlohmann::json& tau = *tau_row;
   CHECK(tau["name"] == "entropy_threshold");
   CHECK(tau["default"] == 0.5);
   CHECK(tau["min"].is_null());  // -inf
