@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,9 @@ struct GenerationRequest {
   CacheParams cache;
   int snapshot_every_steps = 0;  // 0: no provisional canvas snapshots
   bool step_events = false;      // true: EventSink::OnStep after every step
+  // Set: every committed token's log-probability, with this many alternatives, in [0,
+  // kMaxTopLogprobs] (engine/core/row_stats.h); see TokenLogprob. Unset: none, at no cost.
+  std::optional<int> logprobs;
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -76,6 +80,18 @@ struct SequenceStats {
   double RefreshRatio() const { return steps ? double(full_steps) / steps : 0.0; }
 };
 
+// A committed token's log-probability under the model's distribution at the position, at the
+// step that committed it (temperature 1, full vocabulary: log_softmax of the logits, whatever
+// the sampling filters), and the most probable tokens of that distribution. A diffusion model
+// commits out of order, so this is the distribution given the canvas at that step, with
+// the positions still masked then; a later step never changes it.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  // (token, logprob), most probable first (ties: lower id); GenerationRequest::logprobs long.
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct CommitEvent {
   int step = 0;
   std::vector<int32_t> positions;  // canvas-relative answer positions committed this step
@@ -84,6 +100,11 @@ struct CommitEvent {
   // Newly final text: append-only, never splits a UTF-8 character. Text after the first
   // end token is never emitted. May be empty when the committed tokens are not yet a prefix.
   std::string text_delta;
+  // With GenerationRequest::logprobs only (else empty): one per committed token, aligned with
+  // `tokens`; and one per answer token that this event made part of the final prefix, in
+  // answer order (the tokens whose bytes text_delta carries, special tokens included).
+  std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> text_logprobs;
 };
 
 struct SnapshotEvent {
@@ -119,6 +140,8 @@ struct FinalEvent {
   FinishReason reason = FinishReason::kLength;
   std::string text;                // full answer, cut at the first end token
   std::vector<int32_t> token_ids;  // the same, as ids
+  // With GenerationRequest::logprobs only (else empty): aligned with token_ids.
+  std::vector<TokenLogprob> logprobs;
   SequenceStats stats;
 };
 

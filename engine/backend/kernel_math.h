@@ -221,6 +221,12 @@ DLLM_HD inline float EntropyStateProb(const EntropyState& s, float logit) {
   return expf(logit - s.max) / s.sum;
 }
 
+// log softmax of a logit under the finished state: (logit - max) - log(sum). Two rounded
+// subtractions, so CPU and CUDA agree up to their logf.
+DLLM_HD inline float EntropyStateLogProb(const EntropyState& s, float logit) {
+  return (logit - s.max) - logf(s.sum);
+}
+
 // The two largest values with their ids; ties go to the lower id (torch.argmax's rule).
 struct Top2 {
   float value1 = -INFINITY;

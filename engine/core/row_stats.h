@@ -6,6 +6,7 @@
 #ifndef DLLM_ENGINE_CORE_ROW_STATS_H_
 #define DLLM_ENGINE_CORE_ROW_STATS_H_
 
+#include <array>
 #include <cstdint>
 
 namespace dllm {
@@ -21,11 +22,17 @@ inline float EffectiveTemperature(float temperature) {
   return temperature < kGreedyBelowTemperature ? 0.0f : temperature;
 }
 
+// Most alternatives a row lists (RowStats::top_tokens); OpenAI's bound on top_logprobs.
+inline constexpr int kMaxTopLogprobs = 20;
+
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy argmax
   int top_k = 0;             // 0: off
   float top_p = 1.0f;        // 1: off
   uint64_t seed = 0;         // with (position, step), keys the counter-based RNG
+  // [0, kMaxTopLogprobs]: how many of the row's most probable tokens RowStats lists with their
+  // log-probabilities. 0 costs nothing; n > 0 costs the backend extra passes over the row.
+  int top_logprobs = 0;
 };
 
 // Everything the decoder and cache policy need about one predicted position.
@@ -39,6 +46,14 @@ struct RowStats {
   // top-k/top-p filtered distribution keyed by (seed, position, step).
   int32_t token = 0;
   float token_prob = 0;  // untempered, unfiltered softmax probability of `token`
+  // log_softmax(logits)[token], temperature 1, full vocabulary: (logit - max) - log(sum of
+  // exp(logit - max)) with the sum of `entropy_nats`'s pass (kmath::EntropyStateLogProb).
+  float token_logprob = 0;
+  // The first SamplingParams::top_logprobs tokens in (logit desc, id asc) order, with their
+  // log-probabilities computed like token_logprob; entries past top_count are unspecified.
+  int32_t top_count = 0;
+  std::array<int32_t, kMaxTopLogprobs> top_tokens{};
+  std::array<float, kMaxTopLogprobs> top_logprobs{};
 };
 
 }  // namespace dllm

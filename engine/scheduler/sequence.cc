@@ -27,6 +27,22 @@ DecoderConfig MakeDecoderConfig(const GenerationRequest& request, const Sequence
 
 // NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
 // committing them would surface later as a misleading "token id -1" request error.
+// The row that predicted `position`; rows are in ascending position order (the candidates),
+// and every committed position has one.
+const RowStats& RowAt(std::span<const RowStats> rows, int32_t position) {
+  return *std::lower_bound(rows.begin(), rows.end(), position,
+                           [](const RowStats& r, int32_t p) { return r.position < p; });
+}
+
+TokenLogprob ToTokenLogprob(const RowStats& row, int32_t token) {
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = row.token_logprob;
+  out.top.reserve(static_cast<size_t>(row.top_count));
+  for (int i = 0; i < row.top_count; ++i) out.top.emplace_back(row.top_tokens[i], row.top_logprobs[i]);
+  return out;
+}
+
 absl::Status CheckFinite(std::span<const RowStats> rows, int step) {
   for (const RowStats& r : rows) {
     if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
@@ -63,6 +79,9 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
                pending_.request.max_new_tokens),
       policy_(MakeCachePolicy(pending_.request.cache, context.vocab_size)) {
   stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
+  if (pending_.request.logprobs.has_value()) {
+    answer_logprobs_.resize(static_cast<size_t>(decoder_.gen_length()));
+  }
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
 }
 
@@ -107,6 +126,7 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   step.sampling.top_k = d.top_k;
   step.sampling.top_p = d.top_p;
   step.sampling.seed = d.seed;
+  step.sampling.top_logprobs = pending_.request.logprobs.value_or(0);
   step.step = decoder_.step();
   return step;
 }
@@ -153,6 +173,10 @@ void Sequence::EmitText(CommitEvent* event) {
   const std::span<const int32_t> canvas = decoder_.canvas();
   const int prompt = decoder_.prompt_length();
   std::string bytes;
+  if (!answer_logprobs_.empty()) {
+    event->text_logprobs.assign(answer_logprobs_.begin() + emitted_prefix_,
+                                answer_logprobs_.begin() + decoder_.decided_prefix());
+  }
   for (; emitted_prefix_ < decoder_.decided_prefix(); ++emitted_prefix_) {
     const int32_t token = canvas[prompt + emitted_prefix_];
     if (context_.tokenizer == nullptr || context_.tokenizer->IsSpecial(token)) continue;
@@ -206,6 +230,11 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
         entropy_count_ == 1 ? c.entropy_nats
                             : std::max(stats_.max_committed_entropy, double(c.entropy_nats));
     if (info != nullptr) info->committed_entropies.push_back(c.entropy_nats);
+    if (!answer_logprobs_.empty()) {
+      TokenLogprob& logprob = answer_logprobs_[c.position - decoder_.prompt_length()];
+      logprob = ToTokenLogprob(RowAt(rows, c.position), c.token);
+      event.logprobs.push_back(logprob);
+    }
   }
   if (!committed->empty()) {
     if (stats_.first_commit_seconds == 0) {
@@ -288,6 +317,10 @@ void Sequence::Finish(absl::Status status, FinishReason reason, EngineObserver* 
                                                   : FinishReason::kLength;
   }
   event.token_ids = decoder_.DecidedAnswer();
+  if (!answer_logprobs_.empty()) {
+    event.logprobs.assign(answer_logprobs_.begin(),
+                          answer_logprobs_.begin() + static_cast<int64_t>(event.token_ids.size()));
+  }
   event.text = text_;
   if (!decoder_.finished()) event.text += utf8_.Finish();
   stats_.generated_tokens = static_cast<int>(event.token_ids.size());

@@ -121,6 +121,8 @@ class Sequence {
   Utf8Stream utf8_;
   std::string text_;
   int emitted_prefix_ = 0;  // answer positions already turned into text
+  // Per answer position, the logprobs of its commit; empty unless the request asked.
+  std::vector<TokenLogprob> answer_logprobs_;
   SequenceStats stats_;
   double entropy_sum_ = 0;
   float last_step_entropy_ = 0;  // E of the latest step (0 when it committed nothing)

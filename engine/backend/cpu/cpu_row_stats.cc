@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_row_stats.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -72,6 +73,30 @@ int32_t SampleToken(const float* logits, int vocab, const LogitsRowRequest& requ
   return GumbelMaxOver(logits, order.data(), kept, request);
 }
 
+// The first n tokens in (logit desc, id asc) order by insertion into a sorted list of n: ids
+// come in ascending order, so an equal value never ranks before one already listed.
+void ListTopTokens(const float* logits, int vocab, int n, const kmath::EntropyState& entropy,
+                   RowStats* stats) {
+  std::array<float, kMaxTopLogprobs> values{};
+  auto& ids = stats->top_tokens;
+  int count = 0;
+  for (int i = 0; i < vocab; ++i) {
+    const float v = logits[i];
+    if (count == n && !kmath::RanksBefore(v, i, values[n - 1], ids[n - 1])) continue;
+    int j = count < n ? count++ : n - 1;
+    for (; j > 0 && kmath::RanksBefore(v, i, values[j - 1], ids[j - 1]); --j) {
+      values[j] = values[j - 1];
+      ids[j] = ids[j - 1];
+    }
+    values[j] = v;
+    ids[j] = i;
+  }
+  stats->top_count = count;
+  for (int k = 0; k < count; ++k) {
+    stats->top_logprobs[k] = kmath::EntropyStateLogProb(entropy, values[k]);
+  }
+}
+
 }  // namespace
 
 RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest& request,
@@ -88,7 +113,8 @@ RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest&
   stats.position = request.position;
   if (!finite) {  // see the header: the caller reports it instead of committing garbage
     stats.argmax_token = stats.token = -1;
-    stats.argmax_prob = stats.entropy_nats = stats.margin = stats.token_prob = std::nanf("");
+    stats.argmax_prob = stats.entropy_nats = stats.margin = stats.token_prob =
+        stats.token_logprob = std::nanf("");
     return stats;
   }
   stats.argmax_token = top2.id1;
@@ -103,6 +129,9 @@ RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest&
     stats.token = SampleToken(logits, vocab, request, scratch);
     stats.token_prob = kmath::EntropyStateProb(entropy, logits[stats.token]);
   }
+  stats.token_logprob = kmath::EntropyStateLogProb(entropy, logits[stats.token]);
+  const int top_n = std::clamp(request.sampling.top_logprobs, 0, std::min(kMaxTopLogprobs, vocab));
+  if (top_n > 0) ListTopTokens(logits, vocab, top_n, entropy, &stats);
   return stats;
 }
 

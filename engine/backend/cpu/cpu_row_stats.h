@@ -7,7 +7,9 @@
 // of the (value desc, id asc) order whose exclusive cumulative probability is <= top_p, i.e.
 // Hugging Face's rule) and then top-k (first k of that order), and the token is the Gumbel-max
 // argmax of logit/T + Gumbel(u) over the kept ids, u = CounterUniform(seed, position, step, id)
-// (ties: lowest id). token_prob is the untempered, unfiltered probability of the token.
+// (ties: lowest id). token_prob is the untempered, unfiltered probability of the token and
+// token_logprob its log-probability. With sampling.top_logprobs = n > 0 a second pass lists
+// the n first tokens of the (logit desc, id asc) order; with n = 0 that pass never runs.
 // A row with any NaN or infinite logit (corrupt or overflowing weights) has no meaningful
 // statistics: it yields argmax_token = token = -1 and NaN probabilities, which the scheduler
 // turns into an INTERNAL error naming the cause (Sequence::ApplyStep).

@@ -29,6 +29,9 @@ static_assert(offsetof(DeviceRowStats, token_prob) == offsetof(RowStats, token_p
               "DeviceRowStats mirrors RowStats");
 static_assert(offsetof(DeviceRowStats, argmax_prob) == offsetof(RowStats, argmax_prob),
               "DeviceRowStats mirrors RowStats");
+static_assert(offsetof(DeviceRowStats, top_logprobs) == offsetof(RowStats, top_logprobs),
+              "DeviceRowStats mirrors RowStats");
+static_assert(cuda::kDeviceMaxTopLogprobs == kMaxTopLogprobs, "one bound on both sides");
 
 constexpr int kBf16Bytes = 2;
 
@@ -646,7 +649,7 @@ class CudaBackendImpl : public CudaBackend {
       d.top_p = r.sampling.top_p;
       d.seed_lo = static_cast<uint32_t>(r.sampling.seed);
       d.seed_hi = static_cast<uint32_t>(r.sampling.seed >> 32);
-      d.pad = 0;
+      d.top_logprobs = std::clamp(r.sampling.top_logprobs, 0, std::min(kMaxTopLogprobs, vocab));
     }
     absl::StatusOr<void*> dev_requests = staging_->Stage(
         descs.data(), static_cast<int64_t>(descs.size() * sizeof(cuda::RowRequestDesc)), stream_);

@@ -41,6 +41,10 @@ struct AttnParams {
 };
 
 // Per logits row: the sampling request (uploaded per call).
+// kMaxTopLogprobs (engine/core/row_stats.h), restated for the .cu files; cuda_backend.cc checks
+// that the two agree.
+constexpr int kDeviceMaxTopLogprobs = 20;
+
 struct RowRequestDesc {
   int32_t position;
   int32_t step;
@@ -49,7 +53,7 @@ struct RowRequestDesc {
   float top_p;
   uint32_t seed_lo;
   uint32_t seed_hi;
-  int32_t pad;
+  int32_t top_logprobs;  // SamplingParams::top_logprobs, clamped to [0, kDeviceMaxTopLogprobs]
 };
 static_assert(sizeof(RowRequestDesc) == 32, "RowRequestDesc is uploaded as raw bytes");
 
@@ -62,6 +66,10 @@ struct DeviceRowStats {
   float margin;
   int32_t token;
   float token_prob;
+  float token_logprob;
+  int32_t top_count;
+  int32_t top_tokens[kDeviceMaxTopLogprobs];
+  float top_logprobs[kDeviceMaxTopLogprobs];
 };
 
 // Query rows per attention tile for a head dimension (the host builds tiles with it).

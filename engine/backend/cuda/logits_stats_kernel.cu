@@ -15,6 +15,11 @@
 // masses are summed in a different order than the CPU's sequential sum, so a token whose
 // cumulative probability is within rounding of top_p may be kept on one backend and not the
 // other.
+//
+// top_logprobs = n > 0 lists the row's first n tokens in (value desc, id asc) order, the
+// order RanksBefore defines, by n further passes: pass r keeps, per thread, the best token
+// ranking after pass r - 1's pick, and a block reduction picks the best of those. n re-reads
+// of the row, for rows that ask only.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -267,6 +272,26 @@ __global__ void __launch_bounds__(kStatsThreads)
     best = BlockReduce(best, gumbel_scratch);
   }
 
+  // ---- Top tokens for logprobs: one pass per listed token. ----
+  const int top_n = rq.top_logprobs;
+  GumbelBest previous;
+  int listed = 0;
+  for (int r = 0; r < top_n; ++r) {
+    GumbelBest pick;
+    ForEachLogit(x, vocab, [&](int id, float v) {
+      if (r > 0 && !kmath::RanksBefore(previous.score, previous.id, v, id)) return;
+      GumbelConsider(&pick, v, id);
+    });
+    pick = BlockReduce(pick, gumbel_scratch);
+    if (pick.id < 0) break;  // fewer tokens than asked (vocab < n is clamped on the host)
+    if (threadIdx.x == 0) {
+      out[blockIdx.x].top_tokens[r] = pick.id;
+      out[blockIdx.x].top_logprobs[r] = kmath::EntropyStateLogProb(entropy, pick.score);
+    }
+    previous = pick;
+    listed = r + 1;
+  }
+
   if (threadIdx.x == 0) {
     DeviceRowStats s;
     s.position = rq.position;
@@ -282,7 +307,18 @@ __global__ void __launch_bounds__(kStatsThreads)
       s.token = best.id;
       s.token_prob = kmath::EntropyStateProb(entropy, Bf16BitsToFloat(x[best.id]));
     }
-    out[blockIdx.x] = s;
+    s.token_logprob = kmath::EntropyStateLogProb(entropy, Bf16BitsToFloat(x[s.token]));
+    // The top lists were written above; copy only the scalars over them.
+    DeviceRowStats& o = out[blockIdx.x];
+    o.position = s.position;
+    o.argmax_token = s.argmax_token;
+    o.argmax_prob = s.argmax_prob;
+    o.entropy_nats = s.entropy_nats;
+    o.margin = s.margin;
+    o.token = s.token;
+    o.token_prob = s.token_prob;
+    o.token_logprob = s.token_logprob;
+    o.top_count = listed;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
@@ -416,6 +417,55 @@ TEST_CASE("cpu_row_stats: top-k and top-p restrict the sampled set") {
   CHECK(p_small.count(1) == 1);
   CHECK(p_mid.size() == 2);
   CHECK(p_mid.count(3) == 1);
+}
+
+TEST_CASE("cpu_row_stats: logprobs and top tokens against a double log_softmax") {
+  const int vocab = 5000;
+  std::vector<float> l = RandomVector(vocab, 9, 4.0f);
+  l[123] = l[4000] = 20.0f;  // a tie at the top: the lower id first
+  l[77] = -1e4f;             // a token whose probability underflows float
+  RowStatsScratch scratch;
+  double m = -1e300;
+  for (float x : l) m = std::max(m, static_cast<double>(x));
+  double z = 0;
+  for (float x : l) z += std::exp(x - m);
+  auto log_softmax = [&](int id) { return (l[id] - m) - std::log(z); };
+  // The reference order: value desc, id asc, by a full sort.
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  for (float temperature : {0.0f, 0.8f}) {
+    for (int n : {0, 1, 5, kMaxTopLogprobs}) {
+      INFO("temperature " << temperature << " n " << n);
+      LogitsRowRequest request = Request(3, 2, temperature);
+      request.sampling.top_logprobs = n;
+      const RowStats s = ComputeRowStats(l.data(), vocab, request, &scratch);
+      // The normalizer is the entropy pass's float32 running sum, rescaled as the maximum
+      // grows: ~1e-5 from the double sum at this vocabulary.
+      CHECK(s.token_logprob == Approx(log_softmax(s.token)).margin(5e-5));
+      CHECK(std::exp(s.token_logprob) == Approx(s.token_prob).epsilon(1e-5));
+      REQUIRE(s.top_count == n);
+      for (int i = 0; i < n; ++i) {
+        INFO("rank " << i);
+        CHECK(s.top_tokens[i] == order[i]);
+        CHECK(s.top_logprobs[i] == Approx(log_softmax(order[i])).margin(5e-5));
+      }
+      if (n > 1) {
+        CHECK(s.top_tokens[0] == 123);
+        CHECK(s.top_tokens[1] == 4000);
+      }
+    }
+  }
+  // The underflowing token still has a finite logprob.
+  std::vector<float> tiny = {0.0f, -1e4f};
+  LogitsRowRequest request = Request(0, 0, 0.0f);
+  request.sampling.top_logprobs = 2;
+  const RowStats s = ComputeRowStats(tiny.data(), 2, request, &scratch);
+  CHECK(s.top_count == 2);
+  CHECK(s.top_logprobs[1] == Approx(-1e4).epsilon(1e-6));
+  // More alternatives than the vocabulary: the whole vocabulary, in order.
+  request.sampling.top_logprobs = kMaxTopLogprobs;
+  CHECK(ComputeRowStats(tiny.data(), 2, request, &scratch).top_count == 2);
 }
 
 }  // namespace

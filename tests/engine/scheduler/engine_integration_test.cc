@@ -67,6 +67,7 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
   const nlohmann::json cases = nlohmann::json::parse(buffer.str())["cases"];
   std::map<std::string, std::unique_ptr<Engine>> engines;
   int checked = 0;
+  int logprobs_checked = 0;
   for (const auto& c : cases) {
     const std::string fixture = c["fixture"];
     if (!engines.count(fixture)) engines[fixture] = MakeEngine(fixture);
@@ -95,11 +96,35 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
     r.decoding = d;
     INFO(fixture << " " << c["mode"] << " steps=" << c["steps"] << " prompt "
                  << c["prompt_ids"].dump());
+    r.logprobs = 5;
     const FinalEvent f = RunOne(engine, r);
     CHECK(f.token_ids == CutAtEnd(want_full, info));
+    // Each answer token's logprob at the step that committed it, and the five most probable
+    // tokens there, against the reference's float64 log_softmax.
+    REQUIRE(f.logprobs.size() == f.token_ids.size());
+    for (size_t i = 0; i < f.logprobs.size(); ++i) {
+      INFO("answer position " << i);
+      const nlohmann::json& want = c["logprobs"][i];
+      const TokenLogprob& got = f.logprobs[i];
+      CHECK(got.token == f.token_ids[i]);
+      CHECK(got.logprob == Approx(want["logprob"].get<double>()).margin(1e-4));
+      REQUIRE(got.top.size() == 5);
+      const std::vector<double> want_top = want["top_logprobs"].get<std::vector<double>>();
+      const std::vector<int32_t> want_ids = want["top_ids"].get<std::vector<int32_t>>();
+      for (size_t k = 0; k < 5; ++k) {
+        INFO("rank " << k);
+        CHECK(got.top[k].second == Approx(want_top[k]).margin(1e-4));
+        // Ids must agree where the reference's neighbours are apart by more than the noise.
+        const bool near_tie = (k > 0 && want_top[k - 1] - want_top[k] < 1e-4) ||
+                              (k + 1 < 5 && want_top[k] - want_top[k + 1] < 1e-4);
+        if (!near_tie) CHECK(got.top[k].first == want_ids[k]);
+        ++logprobs_checked;
+      }
+    }
     ++checked;
   }
   CHECK(checked >= 20);
+  CHECK(logprobs_checked >= 20 * 16 * 5 / 2);
 }
 
 struct Mode {
@@ -352,6 +377,58 @@ TEST_CASE("Real forward: elastic recomputes deep layers when attention drifts",
         CHECK(always.stats.rows_computed > never.stats.rows_computed);
       }
     }
+  }
+}
+
+TEST_CASE("Logprobs ride on the commit events and change no token", "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture);
+    for (const DecodingParams& mode : Modes()) {
+      INFO(fixture << " schedule " << Name(mode.schedule) << " t " << mode.temperature);
+      GenerationRequest r = ShortRequest(mode);
+      r.cache = testing::EntropyCache(0.5f, 4);
+      const FinalEvent plain = RunOne(*engine, r);
+      CHECK(plain.logprobs.empty());
+      r.logprobs = 3;
+      auto sink = std::make_shared<CollectSink>();
+      REQUIRE(engine->Submit(r, sink).ok());
+      const FinalEvent with = sink->Wait();
+      REQUIRE(with.status.ok());
+      CHECK(with.token_ids == plain.token_ids);
+      CHECK(with.stats.rows_computed == plain.stats.rows_computed);
+      REQUIRE(with.logprobs.size() == with.token_ids.size());
+      std::vector<TokenLogprob> streamed;
+      std::map<int32_t, float> committed;  // answer position -> logprob of its commit
+      for (const CommitEvent& e : sink->commits()) {
+        REQUIRE(e.logprobs.size() == e.tokens.size());
+        for (size_t i = 0; i < e.tokens.size(); ++i) {
+          CHECK(e.logprobs[i].token == e.tokens[i]);
+          CHECK(e.logprobs[i].logprob <= 0.0f);
+          REQUIRE(e.logprobs[i].top.size() == 3);
+          // The listed tokens are the most probable: the committed one is among them or
+          // below the last.
+          CHECK(e.logprobs[i].top[0].second >= e.logprobs[i].top[1].second);
+          CHECK(e.logprobs[i].top[1].second >= e.logprobs[i].top[2].second);
+          CHECK(e.logprobs[i].logprob <= e.logprobs[i].top[0].second);
+          committed[e.positions[i]] = e.logprobs[i].logprob;
+        }
+        streamed.insert(streamed.end(), e.text_logprobs.begin(), e.text_logprobs.end());
+      }
+      REQUIRE(streamed.size() >= with.logprobs.size());
+      for (size_t i = 0; i < with.logprobs.size(); ++i) {
+        CHECK(streamed[i].token == with.logprobs[i].token);
+        CHECK(streamed[i].logprob == with.logprobs[i].logprob);
+        CHECK(committed.at(static_cast<int32_t>(i)) == with.logprobs[i].logprob);
+      }
+    }
+  }
+  auto engine = MakeEngine("llada_mha");
+  GenerationRequest r = ShortRequest(Modes()[0]);
+  for (int bad : {-1, kMaxTopLogprobs + 1}) {
+    r.logprobs = bad;
+    const auto refused = engine->Submit(r, std::make_shared<CollectSink>());
+    CHECK(absl::IsInvalidArgument(refused.status()));
+    CHECK(refused.status().message().find("logprobs: ") == 0);
   }
 }
 

@@ -16,6 +16,9 @@ the C++ test skips those cases.
 Every case records `min_gap`: the smallest gap, over all steps, between the last committed
 and the first uncommitted confidence and between the top-2 token probabilities of committed
 rows. The C++ test only asserts on cases whose gap clears the fp32-vs-fp64 noise.
+Every committed position also records `logprobs[i]`: log_softmax of its row at the step that
+committed it, for the committed token and for the TOP_LOGPROBS most probable tokens
+(`top_ids`, `top_logprobs`), the reference for the engine's logprobs.
 """
 import json
 import os
@@ -24,6 +27,7 @@ import torch
 
 from tools.reference import modeling
 
+TOP_LOGPROBS = 5
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
@@ -47,13 +51,21 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
     p = len(prompt)
     min_gap = float("inf")
     mask_committed = False
+    logprobs = [None] * gen
 
     def row_stats():
         logits = model(x[None])[0].double()
         rows = logits[p - 1:p + gen - 1] if shift else logits[p:p + gen]
         probs = torch.softmax(rows, dim=-1)
         top2 = torch.topk(probs, 2, dim=-1)
+        row_stats.log_probs = torch.log_softmax(rows, dim=-1)
         return probs, top2.values[:, 0], top2.indices[:, 0], top2.values[:, 0] - top2.values[:, 1]
+
+    def record(i, token):
+        lp = row_stats.log_probs[i]
+        top = torch.topk(lp, TOP_LOGPROBS)
+        logprobs[i] = {"logprob": float(lp[token]), "top_ids": top.indices.tolist(),
+                       "top_logprobs": top.values.tolist()}
 
     def commit(scores, k):
         nonlocal min_gap
@@ -76,6 +88,7 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
                 for i in picks:
                     min_gap = min(min_gap, float(margin[i]))
                     mask_committed |= int(tok[i]) == mask
+                    record(i, int(tok[i]))
                     x[p + i] = tok[i]
     else:
         ts = spec_linspace(1.0, 1e-3, steps + 1)
@@ -94,8 +107,9 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
             for j in picks:
                 min_gap = min(min_gap, float(margin[j]))
                 mask_committed |= int(tok[j]) == mask
+                record(j, int(tok[j]))
                 x[p + j] = tok[j]
-    return x[p:].tolist(), min_gap, mask_committed
+    return x[p:].tolist(), min_gap, mask_committed, logprobs
 
 
 def main():
@@ -119,10 +133,11 @@ def main():
                         ["maskgit_plus", "entropy", "topk_margin"]] + \
                        [("dream", dict(steps=6, alg="maskgit_plus"))]
             for mode, kw in runs:
-                out, gap, mask_committed = generate(model, cfg, prompt, gen, mode, **kw)
+                out, gap, mask_committed, logprobs = generate(model, cfg, prompt, gen, mode,
+                                                              **kw)
                 cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
                               "mode": mode, **kw, "output_ids": out, "min_gap": gap,
-                              "mask_committed": mask_committed})
+                              "mask_committed": mask_committed, "logprobs": logprobs})
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                         "reference_generations.json")
     with open(path, "w") as f:
