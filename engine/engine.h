@@ -16,13 +16,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/core/params.h"
+#include "engine/core/row_stats.h"
 #include "engine/shadow_sampling.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -85,11 +85,17 @@ struct SequenceStats {
 // the sampling filters), and the most probable tokens of that distribution. A diffusion model
 // commits out of order, so this is the distribution given the canvas at that step, with
 // the positions still masked then; a later step never changes it.
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::string bytes;  // the token's raw bytes (Tokenizer::TokenBytes); may split a character
+};
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0;
-  // (token, logprob), most probable first (ties: lower id); GenerationRequest::logprobs long.
-  std::vector<std::pair<int32_t, float>> top;
+  std::string bytes;
+  // Most probable first (ties: lower id); GenerationRequest::logprobs entries.
+  std::vector<TopLogprob> top;
 };
 
 struct CommitEvent {

@@ -131,8 +131,8 @@ class EngineImpl final : public Engine {
     limits.vocab_size = config_.vocab_size;
     if (absl::Status s = ValidateParams(gen, r.decoding, r.cache, limits); !s.ok()) return s;
     if (r.logprobs.has_value() && (*r.logprobs < 0 || *r.logprobs > kMaxTopLogprobs)) {
-      return absl::InvalidArgumentError(absl::StrFormat("logprobs: %d is outside [0, %d]",
-                                                        *r.logprobs, kMaxTopLogprobs));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("logprobs: %d is outside [0, %d]", *r.logprobs, kMaxTopLogprobs));
     }
     const int64_t total = static_cast<int64_t>(ids.size()) + gen;
     if (total > config_.max_positions) {

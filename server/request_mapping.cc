@@ -182,6 +182,14 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   DLLM_RETURN_IF_ERROR(
       ValidateParams(out.max_new_tokens, p, k, ToParamLimits(limits, model.vocab_size)));
 
+  if (request.has_logprobs()) {
+    if (request.logprobs() < 0 || request.logprobs() > kMaxTopLogprobs) {
+      return Invalid("logprobs",
+                     absl::StrCat(request.logprobs(), " is outside [0, ", kMaxTopLogprobs, "]"));
+    }
+    out.logprobs = request.logprobs();
+  }
+
   // ---- streaming
   out.snapshot_every_steps = request.stream().canvas_every_steps();
   if (out.snapshot_every_steps < 0 || out.snapshot_every_steps > limits.max_steps) {

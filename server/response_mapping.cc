@@ -3,6 +3,7 @@
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "proto/param_proto.h"
 #include "server/limit_fields.h"
@@ -27,6 +28,27 @@ v1::FinishReason ToProto(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+namespace {
+
+void FillTokenLogprobs(const std::vector<TokenLogprob>& in,
+                       google::protobuf::RepeatedPtrField<v1::TokenLogprob>* out) {
+  out->Reserve(static_cast<int>(in.size()));
+  for (const TokenLogprob& t : in) {
+    v1::TokenLogprob* m = out->Add();
+    m->set_token_id(t.token);
+    m->set_logprob(t.logprob);
+    m->set_token_bytes(t.bytes);
+    for (const TopLogprob& top : t.top) {
+      v1::TopLogprob* a = m->add_top_logprobs();
+      a->set_token_id(top.token);
+      a->set_logprob(top.logprob);
+      a->set_token_bytes(top.bytes);
+    }
+  }
+}
+
+}  // namespace
+
 void FillGenerateResponse(const std::string& request_id, const FinalEvent& event,
                           v1::GenerateResponse* out) {
   out->set_request_id(request_id);
@@ -49,6 +71,7 @@ void FillGenerateResponse(const std::string& request_id, const FinalEvent& event
   t->set_first_commit_seconds(s.first_commit_seconds);
   t->set_total_seconds(s.total_seconds);
   t->set_decision_seconds(s.decision_seconds);
+  FillTokenLogprobs(event.logprobs, out->mutable_logprobs());
 }
 
 void FillCommittedDelta(const CommitEvent& event, v1::CommittedDelta* out) {
@@ -56,6 +79,8 @@ void FillCommittedDelta(const CommitEvent& event, v1::CommittedDelta* out) {
   out->set_text(event.text_delta);
   out->mutable_positions()->Assign(event.positions.begin(), event.positions.end());
   out->mutable_token_ids()->Assign(event.tokens.begin(), event.tokens.end());
+  FillTokenLogprobs(event.logprobs, out->mutable_logprobs());
+  FillTokenLogprobs(event.text_logprobs, out->mutable_text_logprobs());
 }
 
 void FillCanvasSnapshot(const SnapshotEvent& event, v1::CanvasSnapshot* out) {

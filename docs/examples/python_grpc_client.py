@@ -75,6 +75,15 @@ def main():
             final = message.final
     print("stream:", repr(text))
 
+    # Each answer token's log-probability at the step that committed it, with 2 alternatives.
+    scored = stub.Generate(dllm_pb2.GenerateRequest(
+        chat=chat, max_new_tokens=16, decoding=dllm_pb2.DecodingOptions(temperature=0.7, seed=42),
+        cache=dllm_pb2.CacheOptions(policy=dllm_pb2.CACHE_POLICY_ENTROPY), logprobs=2),
+        metadata=metadata, timeout=60)
+    for t in scored.logprobs[:3]:
+        print("logprob: %r %.4f alternatives %s" % (t.token_bytes, t.logprob,
+              [(a.token_bytes, round(a.logprob, 4)) for a in t.top_logprobs]))
+
     if args.check:
         assert info.family == "llada" and info.vocab_size > 0, info
         assert len(tokens.token_ids) > 0 and tokens.rendered, tokens
@@ -82,6 +91,11 @@ def main():
         assert unary.finish_reason in (dllm_pb2.FINISH_REASON_EOS, dllm_pb2.FINISH_REASON_LENGTH)
         assert unary.cache_stats.steps > 0
         assert final is not None and final.text == unary.text == text, (final, unary.text, text)
+        assert not unary.logprobs  # only when asked
+        assert scored.token_ids == unary.token_ids  # asking changes no token
+        assert [t.token_id for t in scored.logprobs] == list(scored.token_ids)
+        assert all(t.logprob <= 0 and len(t.top_logprobs) == 2 for t in scored.logprobs)
+        assert all(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob for t in scored.logprobs)
         try:
             stub.Generate(dllm_pb2.GenerateRequest(prompt="x", max_new_tokens=0),
                           metadata=metadata, timeout=10)

@@ -34,12 +34,18 @@ const RowStats& RowAt(std::span<const RowStats> rows, int32_t position) {
                            [](const RowStats& r, int32_t p) { return r.position < p; });
 }
 
-TokenLogprob ToTokenLogprob(const RowStats& row, int32_t token) {
+TokenLogprob ToTokenLogprob(const RowStats& row, int32_t token, const Tokenizer* tokenizer) {
+  auto bytes = [tokenizer](int32_t id) {
+    return tokenizer != nullptr ? tokenizer->TokenBytes(id) : std::string();
+  };
   TokenLogprob out;
   out.token = token;
   out.logprob = row.token_logprob;
+  out.bytes = bytes(token);
   out.top.reserve(static_cast<size_t>(row.top_count));
-  for (int i = 0; i < row.top_count; ++i) out.top.emplace_back(row.top_tokens[i], row.top_logprobs[i]);
+  for (int i = 0; i < row.top_count; ++i) {
+    out.top.push_back({row.top_tokens[i], row.top_logprobs[i], bytes(row.top_tokens[i])});
+  }
   return out;
 }
 
@@ -232,7 +238,7 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
     if (info != nullptr) info->committed_entropies.push_back(c.entropy_nats);
     if (!answer_logprobs_.empty()) {
       TokenLogprob& logprob = answer_logprobs_[c.position - decoder_.prompt_length()];
-      logprob = ToTokenLogprob(RowAt(rows, c.position), c.token);
+      logprob = ToTokenLogprob(RowAt(rows, c.position), c.token, context_.tokenizer);
       event.logprobs.push_back(logprob);
     }
   }

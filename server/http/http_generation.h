@@ -37,10 +37,16 @@ class HttpGeneration final : public EventSink {
   HttpGeneration(Gateway* gateway, const char* method) : call_(gateway, method, "http") {}
 
   void OnCommit(const CommitEvent& event) override {
-    if (event.text_delta.empty()) return;
+    if (event.text_delta.empty() && event.text_logprobs.empty()) return;
+    Item item{event.text_delta, std::nullopt};
+    if (!event.text_logprobs.empty()) {
+      v1::CommittedDelta delta;
+      FillCommittedDelta(event, &delta);
+      item.logprobs = std::move(*delta.mutable_text_logprobs());
+    }
     {
       absl::MutexLock lock(&mu_);
-      items_.push_back(Item{event.text_delta, std::nullopt});
+      items_.push_back(std::move(item));
     }
     Wake();
   }
@@ -96,6 +102,8 @@ class HttpGeneration final : public EventSink {
     std::string delta;
     std::optional<StepEvent> step;
     bool provisional_dropped = false;
+    // With logprobs: those of the answer tokens `delta` makes final (CommitEvent::text_logprobs).
+    google::protobuf::RepeatedPtrField<v1::TokenLogprob> logprobs;
   };
   struct Taken {
     std::deque<Item> items;

@@ -284,7 +284,32 @@ struct OpenAiParse {
   std::optional<int32_t> max_tokens;
   bool has_model = false;
   bool has_input = false;
+  // Chat: logprobs (bool) and top_logprobs (int) may come in either order.
+  bool chat_logprobs = false;
+  std::optional<int32_t> top_logprobs;
 };
+
+// Chat completions: "logprobs": bool and "top_logprobs": 0..20 (which needs logprobs true).
+// Completions: "logprobs": N, the alternatives per token (OpenAI caps it at 5; this server
+// at 20). Both end up as GenerateRequest.logprobs (alternatives); the range is checked by
+// request_mapping like gRPC's.
+absl::Status ParseLogprobsKey(const std::string& key, const json& v, OpenAiParse* p) {
+  if (v.is_null()) return absl::OkStatus();
+  if (p->chat && key == "logprobs") {
+    DLLM_ASSIGN_OR_RETURN(b, GetBool(v, key));
+    p->chat_logprobs = b;
+  } else if (p->chat) {
+    DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
+    p->top_logprobs = n;
+    p->out.field_names.emplace_back("logprobs", key);
+  } else if (key == "logprobs") {
+    DLLM_ASSIGN_OR_RETURN(n, GetInt32(v, key));
+    p->out.request.set_logprobs(n);
+  } else {
+    return Invalid(key, "unknown field (completions take \"logprobs\": N)");
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ParseMaxTokens(const std::string& key, const json& v, OpenAiParse* p) {
   if (v.is_null()) return absl::OkStatus();
@@ -394,8 +419,9 @@ absl::Status ParseRequestKey(const std::string& key, const json& v, OpenAiParse*
   }
   if (key == "stream" || key == "stream_options") return ParseStreamingKey(key, v, &p->out);
   if (key == "stop") return ParseStop(v, &p->out.stop);
-  if (key == "user" || key == "logprobs" || key == "presence_penalty" ||
-      key == "frequency_penalty" || key == "logit_bias") {
+  if (key == "logprobs" || key == "top_logprobs") return ParseLogprobsKey(key, v, p);
+  if (key == "user" || key == "presence_penalty" || key == "frequency_penalty" ||
+      key == "logit_bias") {
     return ParseIgnoredKey(key, v);
   }
   if (key == "decoding") return ParseParams(ParamSection::kDecoding, v, &req);
@@ -418,6 +444,10 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
     if (absl::Status st = ParseRequestKey(key, v, &p); !st.ok()) return st;
   }
   if (!p.has_model) return Invalid("model", "is required");
+  if (p.top_logprobs.has_value() && !p.chat_logprobs) {
+    return Invalid("top_logprobs", "needs \"logprobs\": true");
+  }
+  if (p.chat_logprobs) p.out.request.set_logprobs(p.top_logprobs.value_or(0));
   if (!p.has_input) return Invalid(p.input_key, "is required");
   if (p.out.include_steps && !p.out.stream) {
     return Invalid("stream_options.include_steps", "needs \"stream\": true");
@@ -457,12 +487,79 @@ json OpenAiFinishReason(v1::FinishReason reason) {
   }
 }
 
+namespace {
+
+json BytesJson(const std::string& bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+}  // namespace
+
+json LogprobsJson(const OpenAiRequest& request,
+                  const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& tokens, int count,
+                  int64_t* text_offset) {
+  count = std::min(count, tokens.size());
+  if (IsChat(request)) {
+    json content = json::array();
+    for (int i = 0; i < count; ++i) {
+      const v1::TokenLogprob& t = tokens[i];
+      json top = json::array();
+      for (const v1::TopLogprob& a : t.top_logprobs()) {
+        top.push_back({{"token", a.token_bytes()},
+                       {"logprob", a.logprob()},
+                       {"bytes", BytesJson(a.token_bytes())}});
+      }
+      content.push_back({{"token", t.token_bytes()},
+                         {"logprob", t.logprob()},
+                         {"bytes", BytesJson(t.token_bytes())},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (int i = 0; i < count; ++i) {
+    const v1::TokenLogprob& t = tokens[i];
+    out["tokens"].push_back(t.token_bytes());
+    out["token_logprobs"].push_back(t.logprob());
+    json top = json::object();
+    for (const v1::TopLogprob& a : t.top_logprobs()) top[a.token_bytes()] = a.logprob();
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(*text_offset);
+    *text_offset += static_cast<int64_t>(t.token_bytes().size());
+  }
+  return out;
+}
+
+int TokensCoveringText(const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& tokens,
+                       size_t text_bytes) {
+  size_t offset = 0;
+  int count = 0;
+  for (const v1::TokenLogprob& t : tokens) {
+    if (offset >= text_bytes) break;
+    offset += t.token_bytes().size();
+    ++count;
+  }
+  return count;
+}
+
 json CompletionResponseJson(const OpenAiRequest& request, const std::string& id, int64_t created,
                             const v1::GenerateResponse& response) {
   json out = Envelope(request, id, created, "chat.completion", "text_completion");
   json choice = {{"index", 0},
                  {"finish_reason", OpenAiFinishReason(response.finish_reason())},
                  {"logprobs", nullptr}};
+  if (request.request.has_logprobs()) {
+    // The tokens whose bytes make up the returned text (a stop string may have cut it).
+    int64_t offset = 0;
+    choice["logprobs"] =
+        LogprobsJson(request, response.logprobs(),
+                     TokensCoveringText(response.logprobs(), response.text().size()), &offset);
+  }
   if (IsChat(request)) {
     choice["message"] = {{"role", "assistant"}, {"content", response.text()}};
   } else {
@@ -476,9 +573,9 @@ json CompletionResponseJson(const OpenAiRequest& request, const std::string& id,
 }
 
 json DeltaChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
-                    std::string_view delta, bool first) {
+                    std::string_view delta, bool first, json logprobs) {
   json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", std::move(logprobs)}};
   if (IsChat(request)) {
     json d = {{"content", std::string(delta)}};
     if (first) d["role"] = "assistant";

@@ -14,7 +14,9 @@
 //                                   (http_step_json.h); needs "stream": true
 //   stop                            a string or up to 4 strings (see http_stop_sequences.h)
 //   user                            ignored
-//   logprobs, presence_penalty, frequency_penalty, logit_bias  accepted only when off
+//   logprobs, top_logprobs          chat: logprobs true, top_logprobs 0..20 alternatives;
+//                                   completions: logprobs N (0..20) -> GenerateRequest.logprobs
+//   presence_penalty, frequency_penalty, logit_bias  accepted only when off
 //   decoding, cache                 objects mirroring the proto's DecodingOptions/CacheOptions
 //                                   (every field of both);
 //                                   enums by config name ("block", "entropy") or proto name
@@ -66,19 +68,34 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
 // field the client sent ("temperature: 9 exceeds ..."). Other statuses pass unchanged.
 absl::Status RenameFieldInError(const absl::Status& status, const OpenAiRequest& request);
 
-// "stop" (end token), "length" (canvas full), else null.
+// "stop" (end token), "length" (canvas full), "step_limit", else null.
 nlohmann::json OpenAiFinishReason(v1::FinishReason reason);
 
 // The non-streaming response: chat.completion / text_completion with usage, plus the
 // gRPC response's cache_stats and timings as extra fields.
 nlohmann::json CompletionResponseJson(const OpenAiRequest& request, const std::string& id,
                                       int64_t created, const v1::GenerateResponse& response);
-// One streamed chunk carrying a committed text delta (`first` adds the assistant role).
+// One streamed chunk carrying a committed text delta (`first` adds the assistant role) and,
+// when the request asked for logprobs, those of the tokens it carries (LogprobsJson).
 nlohmann::json DeltaChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
-                              std::string_view delta, bool first);
+                              std::string_view delta, bool first,
+                              nlohmann::json logprobs = nullptr);
 // The last chunk: empty delta, finish_reason, usage, cache_stats, timings.
 nlohmann::json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
                               const v1::GenerateResponse& response);
+
+// OpenAI's logprobs object for the first `count` of `tokens`. Chat: {"content": [{token,
+// logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], "refusal": null}. Completions:
+// {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}, the offsets in
+// bytes from *text_offset on, which advances past the tokens. A token's string is its raw
+// bytes, so one that splits a UTF-8 character shows U+FFFD; `bytes` is exact.
+nlohmann::json LogprobsJson(const OpenAiRequest& request,
+                            const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& tokens,
+                            int count, int64_t* text_offset);
+// How many leading tokens' bytes reach `text_bytes` bytes: the tokens a (possibly cut) answer
+// text is made of.
+int TokensCoveringText(const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& tokens,
+                       size_t text_bytes);
 // GET /v1/models.
 nlohmann::json ModelListJson(const std::string& model, int64_t created);
 

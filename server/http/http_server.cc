@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <utility>
@@ -145,6 +146,7 @@ class StreamedCompletion final : public HttpResponseSource {
         }
         continue;
       }
+      for (const v1::TokenLogprob& t : item.logprobs) *pending_logprobs_.Add() = t;
       AddDelta(&out, ApplyStops(*call_, stops_, item.delta));
     }
     if (taken.final) {
@@ -154,6 +156,8 @@ class StreamedCompletion final : public HttpResponseSource {
         AddDelta(&out, rest);
         ApplyStopsToFinal(stops_, emitted_, &*taken.final);
       }
+      // Tokens still pending brought no text (special tokens at the end): the unary reply
+      // leaves them out too (TokensCoveringText).
       AddEvent(&out, taken.status.ok()
                          ? DumpJson(FinalChunkJson(request_, response_id_, created_, *taken.final))
                          : HttpErrorBody(taken.status));
@@ -172,10 +176,26 @@ class StreamedCompletion final : public HttpResponseSource {
   static void AddEvent(HttpOutput* out, const std::string& payload) {
     absl::StrAppend(&out->data, "data: ", payload, "\n\n");
   }
+  // With logprobs the chunk carries the pending tokens that its text covers: a stop string's
+  // hold-back can keep a token's bytes for a later chunk, and its logprob goes with them.
   void AddDelta(HttpOutput* out, const std::string& text) {
     if (text.empty()) return;
     if (!stops_.empty()) emitted_ += text;  // only kept when there are stop strings
-    AddEvent(out, DumpJson(DeltaChunkJson(request_, response_id_, created_, text, false)));
+    nlohmann::json logprobs = nullptr;
+    if (request_.request.has_logprobs()) {
+      // Bytes of text the pending tokens have to cover; negative: the last chunk's last token
+      // reached past its text, and this text finishes it.
+      const int64_t to_cover = pending_text_bytes_ + static_cast<int64_t>(text.size());
+      const int count = TokensCoveringText(pending_logprobs_,
+                                           static_cast<size_t>(std::max<int64_t>(to_cover, 0)));
+      logprobs = LogprobsJson(request_, pending_logprobs_, count, &text_offset_);
+      int64_t covered = 0;
+      for (int i = 0; i < count; ++i) covered += pending_logprobs_[i].token_bytes().size();
+      pending_text_bytes_ = to_cover - covered;
+      pending_logprobs_.DeleteSubrange(0, count);
+    }
+    AddEvent(out, DumpJson(DeltaChunkJson(request_, response_id_, created_, text, false,
+                                          std::move(logprobs))));
   }
 
   const std::shared_ptr<HttpGeneration> call_;
@@ -186,6 +206,11 @@ class StreamedCompletion final : public HttpResponseSource {
   StopSequences stops_;
   std::string emitted_;
   bool first_ = true;
+  // Logprobs of tokens whose text is not yet sent, and the bytes already sent of the first of
+  // them (a delta may end inside a token); text_offset_ is the completions' running offset.
+  google::protobuf::RepeatedPtrField<v1::TokenLogprob> pending_logprobs_;
+  int64_t pending_text_bytes_ = 0;
+  int64_t text_offset_ = 0;
 };
 
 // ------------------------------------------------------------ routes

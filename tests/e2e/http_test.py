@@ -311,6 +311,83 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(same["choices"][0]["text"], free["choices"][0]["text"])
         self.assertEqual(same["choices"][0]["finish_reason"], free["choices"][0]["finish_reason"])
 
+    def test_logprobs(self):
+        """logprobs on both endpoints, unary and streamed, and cut with the answer by stop."""
+        s = self.start(auth=False)
+        chat = {"model": "llada-tiny", "messages": [{"role": "user", "content": "add 12 30"}],
+                "max_tokens": 24, "seed": 9, "temperature": 0.5}
+        status, plain = post(s.http_port, "/v1/chat/completions", chat, token=None)
+        self.assertEqual(status, 200, plain)
+        self.assertIsNone(plain["choices"][0]["logprobs"])
+        body = dict(chat, logprobs=True, top_logprobs=4)
+        status, unary = post(s.http_port, "/v1/chat/completions", body, token=None)
+        self.assertEqual(status, 200, unary)
+        answer = unary["choices"][0]["message"]["content"]
+        self.assertEqual(answer, plain["choices"][0]["message"]["content"])
+        content = unary["choices"][0]["logprobs"]["content"]
+        self.assertEqual(bytes(b for t in content for b in t["bytes"]), answer.encode())
+        for t in content:
+            self.assertLessEqual(t["logprob"], 0.0)
+            tops = [a["logprob"] for a in t["top_logprobs"]]
+            self.assertEqual(len(tops), 4)
+            self.assertEqual(tops, sorted(tops, reverse=True))
+            self.assertLessEqual(t["logprob"], tops[0] + 1e-6)
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(body, stream=True)),
+             "http://127.0.0.1:%d/v1/chat/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        streamed = [t for c in chunks for t in ((c["choices"][0].get("logprobs") or {})
+                                                .get("content") or [])]
+        self.assertEqual(streamed, content)
+
+        # The random-weight model writes long raw-prompt completions (llada-tiny ends at once).
+        s = self.start(model=make_model(self.tmp), auth=False)
+        legacy = {"model": "model", "prompt": "Hello", "max_tokens": 64, "seed": 3,
+                  "logprobs": 2, "decoding": {"block_length": 16, "steps": 64},
+                  "cache": {"policy": "none"}}
+        status, completion = post(s.http_port, "/v1/completions", legacy, token=None)
+        self.assertEqual(status, 200, completion)
+        lp = completion["choices"][0]["logprobs"]
+        text = completion["choices"][0]["text"]
+        self.assertGreater(len(text), 10, text)
+        self.assertEqual(len(lp["tokens"]), len(lp["token_logprobs"]))
+        self.assertEqual(lp["text_offset"][0], 0)
+        self.assertEqual(len(lp["top_logprobs"][0]), 2)
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(legacy, stream=True)),
+             "http://127.0.0.1:%d/v1/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        merged = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for c in chunks:
+            for k, v in (c["choices"][0].get("logprobs") or {}).items():
+                merged[k] += v
+        self.assertEqual(merged, lp)
+        # A stop string cuts the text; the tokens listed are the ones the cut text is made of.
+        stop = text[5:8]
+        status, cut = post(s.http_port, "/v1/completions", dict(legacy, stop=[stop]),
+                           token=None)
+        self.assertEqual(status, 200, cut)
+        cut_text = cut["choices"][0]["text"]
+        cut_lp = cut["choices"][0]["logprobs"]
+        n = len(cut_lp["tokens"])
+        self.assertGreater(n, 0)
+        self.assertLess(n, len(lp["tokens"]))
+        self.assertEqual(cut_lp["tokens"], lp["tokens"][:n])
+        # text_offset is in bytes: the last listed token starts inside the cut text, the
+        # first one left out at or past its end.
+        self.assertLess(cut_lp["text_offset"][-1], len(cut_text.encode()))
+        self.assertGreaterEqual(lp["text_offset"][n], len(cut_text.encode()))
+        for bad, param in [(dict(body, model="model", top_logprobs=21), "top_logprobs"),
+                           (dict(legacy, logprobs=21), "logprobs")]:
+            path = "/v1/chat/completions" if "messages" in bad else "/v1/completions"
+            status, err = post(s.http_port, path, bad, token=None)
+            self.assertEqual(status, 400, err)
+            self.assertEqual(err["error"]["param"], param, err)
+
     # ------------------------------------------------------------ disconnect and drain
 
     def test_disconnect_cancels(self):

@@ -93,6 +93,39 @@ async function api() {
   assert.equal(knobs.cache_stats.steps, 8);
   assert.equal(knobs.cache_stats.partial_steps, 0);
 
+  // Logprobs: the chat shape (bytes add up to the answer's bytes, alternatives most probable
+  // first), the same tokens streamed, and the completions shape.
+  const withLogprobs = await client.chat.completions.create({ ...settings, logprobs: true,
+                                                              top_logprobs: 3 });
+  assert.equal(withLogprobs.choices[0].message.content, unary.choices[0].message.content);
+  const content = withLogprobs.choices[0].logprobs.content;
+  assert.ok(content.length > 0, "logprobs.content");
+  assert.deepEqual(Buffer.from(content.flatMap((t) => t.bytes)),
+                   Buffer.from(unary.choices[0].message.content, "utf8"));
+  for (const t of content) {
+    assert.ok(t.logprob <= 0, `logprob ${t.logprob}`);
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob);
+    assert.ok(t.logprob <= t.top_logprobs[0].logprob + 1e-6);
+  }
+  const lpStream = await client.chat.completions.create({ ...settings, logprobs: true,
+                                                          top_logprobs: 3, stream: true });
+  const streamedTokens = [];
+  for await (const chunk of lpStream) {
+    streamedTokens.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  }
+  assert.deepEqual(streamedTokens, content);
+  const legacyLp = await client.completions.create({ model, prompt: "The capital of France is",
+                                                     max_tokens: 16, seed: 5, logprobs: 2 });
+  assert.equal(legacyLp.choices[0].text, legacy.choices[0].text);
+  const lp = legacyLp.choices[0].logprobs;
+  assert.equal(lp.tokens.length, lp.token_logprobs.length);
+  assert.equal(lp.top_logprobs.length, lp.tokens.length);
+  assert.deepEqual(lp.text_offset.slice(0, 1), lp.tokens.length ? [0] : []);
+  await expectError(client.chat.completions.create({ ...settings, logprobs: true,
+                                                     top_logprobs: 21 }),
+                    OpenAI.BadRequestError, 400, "top_logprobs");
+
   // Errors, as the SDK's typed exceptions.
   await expectError(new OpenAI({ baseURL, apiKey: "wrong-token", maxRetries: 0 })
                         .chat.completions.create(settings),

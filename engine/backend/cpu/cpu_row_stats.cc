@@ -113,8 +113,8 @@ RowStats ComputeRowStats(const float* logits, int vocab, const LogitsRowRequest&
   stats.position = request.position;
   if (!finite) {  // see the header: the caller reports it instead of committing garbage
     stats.argmax_token = stats.token = -1;
-    stats.argmax_prob = stats.entropy_nats = stats.margin = stats.token_prob =
-        stats.token_logprob = std::nanf("");
+    stats.argmax_prob = stats.entropy_nats = stats.margin = stats.token_prob = stats.token_logprob =
+        std::nanf("");
     return stats;
   }
   stats.argmax_token = top2.id1;

@@ -1,11 +1,11 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>

@@ -113,11 +113,11 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
       const std::vector<int32_t> want_ids = want["top_ids"].get<std::vector<int32_t>>();
       for (size_t k = 0; k < 5; ++k) {
         INFO("rank " << k);
-        CHECK(got.top[k].second == Approx(want_top[k]).margin(1e-4));
+        CHECK(got.top[k].logprob == Approx(want_top[k]).margin(1e-4));
         // Ids must agree where the reference's neighbours are apart by more than the noise.
         const bool near_tie = (k > 0 && want_top[k - 1] - want_top[k] < 1e-4) ||
                               (k + 1 < 5 && want_top[k] - want_top[k + 1] < 1e-4);
-        if (!near_tie) CHECK(got.top[k].first == want_ids[k]);
+        if (!near_tie) CHECK(got.top[k].token == want_ids[k]);
         ++logprobs_checked;
       }
     }
@@ -407,9 +407,9 @@ TEST_CASE("Logprobs ride on the commit events and change no token", "[engine][in
           REQUIRE(e.logprobs[i].top.size() == 3);
           // The listed tokens are the most probable: the committed one is among them or
           // below the last.
-          CHECK(e.logprobs[i].top[0].second >= e.logprobs[i].top[1].second);
-          CHECK(e.logprobs[i].top[1].second >= e.logprobs[i].top[2].second);
-          CHECK(e.logprobs[i].logprob <= e.logprobs[i].top[0].second);
+          CHECK(e.logprobs[i].top[0].logprob >= e.logprobs[i].top[1].logprob);
+          CHECK(e.logprobs[i].top[1].logprob >= e.logprobs[i].top[2].logprob);
+          CHECK(e.logprobs[i].logprob <= e.logprobs[i].top[0].logprob);
           committed[e.positions[i]] = e.logprobs[i].logprob;
         }
         streamed.insert(streamed.end(), e.text_logprobs.begin(), e.text_logprobs.end());

@@ -146,10 +146,16 @@ TEST_CASE("http mapping: shape errors name the field") {
   b["stop"] = {"x", "", "yz"};
   CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).stop == std::vector<std::string>{"x", "yz"});
   b = kChat;
-  b["logprobs"] = true;
-  CHECK(ErrorOf(b).rfind("logprobs:", 0) == 0);
-  b["logprobs"] = false;  // the default is fine
-  CHECK(ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, b.dump()).ok());
+  b["logprobs"] = 3;  // chat takes a boolean
+  CHECK(ErrorOf(b).rfind("logprobs: must be a boolean", 0) == 0);
+  b["logprobs"] = false;
+  b["top_logprobs"] = 2;
+  CHECK(ErrorOf(b) == "top_logprobs: needs \"logprobs\": true");
+  b = {{"model", "m"}, {"prompt", "p"}, {"logprobs", true}};  // completions take a count
+  CHECK(ErrorOf(b, OpenAiEndpoint::kCompletions).rfind("logprobs: must be an integer", 0) == 0);
+  b["logprobs"] = 2;
+  b["top_logprobs"] = 2;
+  CHECK(ErrorOf(b, OpenAiEndpoint::kCompletions).rfind("top_logprobs: unknown field", 0) == 0);
   b = kChat;
   b["decoding"] = {{"stepz", 3}};
   CHECK(ErrorOf(b) == "decoding.stepz: unknown field");
@@ -230,6 +236,91 @@ TEST_CASE("http mapping: responses in the OpenAI shapes") {
   CHECK(ModelListJson("m", 5)["data"][0]["id"] == "m");
   // Invalid UTF-8 in generated text never makes serialization throw.
   CHECK(DumpJson(json("\xff")) == "\"\xef\xbf\xbd\"");
+}
+
+TEST_CASE("http mapping: logprobs requests map to GenerateRequest.logprobs") {
+  CHECK_FALSE(Parse(OpenAiEndpoint::kChatCompletions, kChat).request.has_logprobs());
+  json b = kChat;
+  b["logprobs"] = false;
+  CHECK_FALSE(Parse(OpenAiEndpoint::kChatCompletions, b).request.has_logprobs());
+  b["logprobs"] = true;
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).request.logprobs() == 0);
+  b["top_logprobs"] = 7;
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).request.logprobs() == 7);
+  // top_logprobs first, logprobs after: the same.
+  b = kChat;
+  b["top_logprobs"] = 7;
+  b["logprobs"] = true;
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).request.logprobs() == 7);
+  const json legacy = {{"model", "m"}, {"prompt", "p"}, {"logprobs", 4}};
+  CHECK(Parse(OpenAiEndpoint::kCompletions, legacy).request.logprobs() == 4);
+  // The range is request_mapping's (as on gRPC); its message names the client's field.
+  b["top_logprobs"] = 21;
+  const OpenAiRequest r = Parse(OpenAiEndpoint::kChatCompletions, b);
+  CHECK(std::string(
+            RenameFieldInError(absl::InvalidArgumentError("logprobs: 21 is outside [0, 20]"), r)
+                .message()) == "top_logprobs: 21 is outside [0, 20]");
+}
+
+TEST_CASE("http mapping: logprobs in OpenAI's chat and completions shapes") {
+  v1::GenerateResponse g;
+  g.set_text("a\xc3\xa9!");  // "a", then "é" split over two tokens, then "!"
+  g.set_finish_reason(v1::FINISH_REASON_EOS);
+  auto add = [&](int id, std::string bytes, float logprob) {
+    v1::TokenLogprob* t = g.add_logprobs();
+    t->set_token_id(id);
+    t->set_token_bytes(bytes);
+    t->set_logprob(logprob);
+    v1::TopLogprob* top = t->add_top_logprobs();
+    top->set_token_id(id);
+    top->set_token_bytes(bytes);
+    top->set_logprob(logprob);
+    top = t->add_top_logprobs();
+    top->set_token_id(99);
+    top->set_token_bytes("z");
+    top->set_logprob(-5.0f);
+  };
+  add(1, "a", -0.25f);
+  add(2, "\xc3", -0.5f);
+  add(3, "\xa9", -1.0f);
+  add(4, "!", -2.0f);
+  json body = kChat;
+  body["logprobs"] = true;
+  body["top_logprobs"] = 2;
+  const json chat =
+      CompletionResponseJson(Parse(OpenAiEndpoint::kChatCompletions, body), "c", 1, g);
+  const json& content = chat["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == 4);
+  CHECK(content[0]["token"] == "a");
+  CHECK(content[0]["logprob"] == -0.25);
+  CHECK(content[0]["bytes"] == json::array({97}));
+  CHECK(content[1]["bytes"] == json::array({0xc3}));  // exact, though not a character
+  CHECK(content[2]["bytes"] == json::array({0xa9}));
+  CHECK(content[3]["top_logprobs"] ==
+        json::array({{{"token", "!"}, {"logprob", -2.0}, {"bytes", json::array({33})}},
+                     {{"token", "z"}, {"logprob", -5.0}, {"bytes", json::array({122})}}}));
+  CHECK(chat["choices"][0]["logprobs"]["refusal"].is_null());
+  // Serializable although tokens split a character.
+  CHECK_NOTHROW(DumpJson(chat));
+
+  const json legacy_body = {{"model", "m"}, {"prompt", "p"}, {"logprobs", 2}};
+  const json legacy =
+      CompletionResponseJson(Parse(OpenAiEndpoint::kCompletions, legacy_body), "c", 1, g);
+  const json& lp = legacy["choices"][0]["logprobs"];
+  CHECK(lp["token_logprobs"] == json::array({-0.25, -0.5, -1.0, -2.0}));
+  CHECK(lp["text_offset"] == json::array({0, 1, 2, 3}));
+  CHECK(lp["top_logprobs"][0] == json({{"a", -0.25}, {"z", -5.0}}));
+  CHECK(lp["tokens"][3] == "!");
+
+  // A stop string cut the text after "a\xc3\xa9": the tokens covering it are listed.
+  g.set_text("a\xc3\xa9");
+  CHECK(CompletionResponseJson(Parse(OpenAiEndpoint::kCompletions, legacy_body), "c", 1,
+                               g)["choices"][0]["logprobs"]["tokens"]
+            .size() == 3);
+  // Not asked: null, as before.
+  CHECK(CompletionResponseJson(Parse(OpenAiEndpoint::kChatCompletions, kChat), "c", 1,
+                               g)["choices"][0]["logprobs"]
+            .is_null());
 }
 
 TEST_CASE("http status mapping: codes, types and the error body") {
