@@ -65,7 +65,9 @@ def setting_name(row):
     order = [k for k in ("tau", "k", "n") if k in p] + sorted(set(p) - {"tau", "k", "n"})
     params = " ".join(f"{k}={p[k]:g}" if isinstance(p[k], (int, float)) else f"{k}={p[k]}"
                       for k in order)
-    return decoding_label(row["decoding"]) + f", {policy}" + (f" {params}" if params else "")
+    logprobs = f", logprobs={row['logprobs']}" if "logprobs" in row else ""
+    return (decoding_label(row["decoding"]) + f", {policy}" + (f" {params}" if params else "")
+            + logprobs)
 
 
 def accuracy_cell(row):

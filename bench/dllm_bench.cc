@@ -11,7 +11,8 @@
 // Policy specs: none | entropy[:tau=0.5,k=32] | dual | prefix | interval[:n=8,k=32] |
 // d2cache[:current_k=32,rollout_p=0.1,sigma=10] | elastic[:gamma=0.9]; any may
 // add shadow=RATE, that setting's own shadow sample rate (e.g. the same policy with and
-// without shadows, side by side in one run: what shadow sampling costs).
+// without shadows, side by side in one run: what shadow sampling costs), and logprobs=N, the
+// requests' logprobs with N alternatives (what logprobs cost, the same way).
 // Decoding specs: block[:block_length=32,steps=S,threshold=0.9,remasking=low_confidence]
 //                 window[:w=16,threshold=0.9,steps=S]
 //                 timestep[:alg=entropy,steps=S,eps=1e-3,alg_temp=0]
@@ -233,6 +234,7 @@ absl::Status SubmitAll(Engine& engine, const std::vector<Task>& tasks, const Set
     req.max_new_tokens = how.gen_length;
     req.decoding = setting.decoding;
     req.cache = setting.cache;
+    req.logprobs = setting.logprobs;
     if (how.shadow_rate >= 0 && !req.cache.shadow_sample_rate)
       req.cache.shadow_sample_rate = how.shadow_rate;
     auto sink = std::make_shared<WaitSink>();

@@ -270,9 +270,13 @@ DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defa
   return d;
 }
 
-CacheParams ParsePolicy(const std::string& spec) {
+CacheParams ParsePolicy(const std::string& spec, std::optional<int>* logprobs) {
   std::string head;
   auto opts = ParseOptions(spec, &head);
+  if (auto it = opts.find("logprobs"); it != opts.end() && logprobs != nullptr) {
+    *logprobs = ToInt(it->first, it->second);
+    opts.erase(it);
+  }
   CacheParams c;
   std::optional<CachePolicyKind> policy = ParseCachePolicy(head);
   if (!policy) Die("unknown policy '" + head + "' (" + CachePolicyNames() + ")");
@@ -289,7 +293,7 @@ Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_le
   s.decoding_spec = parts.first;
   s.policy_spec = parts.second.empty() ? "none" : parts.second;
   s.decoding = ParseDecoding(parts.first, info.default_decoding, gen_length);
-  s.cache = ParsePolicy(s.policy_spec);
+  s.cache = ParsePolicy(s.policy_spec, &s.logprobs);
   return s;
 }
 
@@ -297,13 +301,15 @@ Policies ParsePolicies(const std::vector<std::string>& specs, bool add_none) {
   Policies p;
   bool has_none = !add_none;
   for (const std::string& spec : specs) {
-    p.caches.push_back(ParsePolicy(spec));
+    p.logprobs.emplace_back();
+    p.caches.push_back(ParsePolicy(spec, &p.logprobs.back()));
     p.specs.push_back(spec);
     has_none |= p.caches.back().policy == CachePolicyKind::kNone;
   }
   if (!has_none) {
     p.caches.insert(p.caches.begin(), CacheParams{});
     p.specs.insert(p.specs.begin(), "none");
+    p.logprobs.insert(p.logprobs.begin(), std::nullopt);
   }
   return p;
 }
@@ -338,7 +344,8 @@ std::vector<Setting> DecodingSettings(const std::string& decoding_spec, const Mo
   const std::string dname = decoding_spec.empty() ? "default" : decoding_spec;
   std::vector<Setting> settings;
   for (size_t i = 0; i < policies.caches.size(); ++i)
-    settings.push_back({dname, policies.specs[i], decoding, policies.caches[i]});
+    settings.push_back(
+        {dname, policies.specs[i], decoding, policies.caches[i], policies.logprobs[i]});
   const int sweep_k = SweepK(policies);
   for (double tau : sweep_taus) {
     CacheParams c;

@@ -11,6 +11,7 @@
 #ifndef DLLM_BENCH_DLLM_BENCH_SPEC_H_
 #define DLLM_BENCH_DLLM_BENCH_SPEC_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,12 +65,16 @@ struct Setting {
   std::string policy_spec;
   DecodingParams decoding;
   CacheParams cache;
+  std::optional<int> logprobs;  // GenerationRequest::logprobs (policy spec key logprobs=N)
 };
 
 // A decoding spec on top of the model's defaults; gen: the answer length.
 DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen);
 
-CacheParams ParsePolicy(const std::string& spec);
+// A policy spec's cache parameters. Its key logprobs=N (not a cache field: a request field)
+// goes to *logprobs when given, so the same policy runs with and without logprobs side by
+// side; where logprobs is null the key is refused.
+CacheParams ParsePolicy(const std::string& spec, std::optional<int>* logprobs = nullptr);
 
 // --baseline: vanilla or DECODING_SPEC[@POLICY_SPEC].
 Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_length);
@@ -78,7 +83,8 @@ Setting ParseBaseline(const std::string& spec, const ModelInfo& info, int gen_le
 // of them is `none` (the baseline of speedup_vs_none is the first setting).
 struct Policies {
   std::vector<CacheParams> caches;
-  std::vector<std::string> specs;  // per cache, the spec that named it
+  std::vector<std::string> specs;            // per cache, the spec that named it
+  std::vector<std::optional<int>> logprobs;  // per cache, its spec's logprobs=N
 };
 Policies ParsePolicies(const std::vector<std::string>& specs, bool add_none);
 

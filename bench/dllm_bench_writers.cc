@@ -149,6 +149,7 @@ nlohmann::json RowJson(const RowContext& ctx, const Setting& setting, const Resu
   j["decoding"] = DecodingJson(setting.decoding);
   j["policy"] = PolicyName(setting.cache.policy);
   j["params"] = PolicyParams(setting.cache);
+  if (setting.logprobs) j["logprobs"] = *setting.logprobs;
   j["tasks"] = ctx.n_tasks;
   j["gen_length"] = ctx.gen_length;
   j["batch"] = ctx.batch;
@@ -182,6 +183,7 @@ nlohmann::json RejectedRowJson(const Setting& setting, const std::string& error)
   j["decoding"] = DecodingJson(setting.decoding);
   j["policy"] = PolicyName(setting.cache.policy);
   j["params"] = PolicyParams(setting.cache);
+  if (setting.logprobs) j["logprobs"] = *setting.logprobs;
   j["error"] = error;
   return j;
 }

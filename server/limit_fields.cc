@@ -13,7 +13,7 @@ using P = ParamLimits;
 constexpr double kMaxMessageBytes = std::numeric_limits<int32_t>::max();
 constexpr double kMaxCount = 1 << 20;
 
-constexpr std::array<LimitField, 8> kLimitFields = {{
+constexpr std::array<LimitField, 9> kLimitFields = {{
     {"max_new_tokens", &L::max_new_tokens, 1, kMaxCount, &P::max_new_tokens},
     {"max_prompt_tokens", &L::max_prompt_tokens, 1, kMaxCount, {}},
     // 0: derived from the token limit and the model (EffectiveMaxPromptBytes).
@@ -23,6 +23,8 @@ constexpr std::array<LimitField, 8> kLimitFields = {{
     {"max_window", &L::max_window, 1, kMaxCount, &P::max_window},
     {"max_temperature", &L::max_temperature, 0, 100, &P::max_temperature},
     {"max_shadow_sample_rate", &L::max_shadow_sample_rate, 0, 1, &P::max_shadow_sample_rate},
+    // HTTP's `n`: each choice is an engine request of its own.
+    {"max_choices", &L::max_choices, 1, 128, {}},
 }};
 
 }  // namespace

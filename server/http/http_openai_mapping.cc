@@ -1,5 +1,6 @@
 #include "server/http/http_openai_mapping.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "engine/core/status_macros.h"
 #include "proto/param_proto.h"
 #include "server/config.h"
+#include "server/http/http_status_mapping.h"
 #include "server/request_mapping.h"
 
 namespace dllm {
@@ -345,7 +347,8 @@ absl::Status ParseSamplingKey(const std::string& key, const json& v, OpenAiReque
     out->field_names.emplace_back("decoding.seed", key);
   } else if (key == "n") {
     DLLM_ASSIGN_OR_RETURN(x, GetInt32(v, key));
-    if (x != 1) return Invalid("n", absl::StrCat(x, " is not supported (only n = 1)"));
+    if (x < 1) return Invalid("n", absl::StrCat(x, " is not a number of choices (>= 1)"));
+    out->n = x;
   }
   return absl::OkStatus();
 }
@@ -602,6 +605,72 @@ json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t
   out["usage"] = UsageJson(response.usage());
   out["cache_stats"] = CacheStatsJson(response.cache_stats());
   out["timings"] = TimingsJson(response.timings());
+  return out;
+}
+
+namespace {
+
+json ErrorObject(const absl::Status& status) {
+  return json::parse(HttpErrorBody(status), nullptr, /*allow_exceptions=*/false)["error"];
+}
+
+json SummedUsage(const std::vector<ChoiceOutcome>& choices) {
+  int64_t prompt = 0, completion = 0;
+  for (const ChoiceOutcome& c : choices) {
+    if (c.response == nullptr) continue;
+    prompt = c.response->usage().prompt_tokens();  // the same prompt for every choice
+    completion += c.response->usage().generated_tokens();
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+}  // namespace
+
+json MultiChoiceResponseJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                             const std::vector<ChoiceOutcome>& choices) {
+  json out = Envelope(request, id, created, "chat.completion", "text_completion");
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceOutcome& c = choices[i];
+    json choice;
+    if (c.response != nullptr) {
+      json one = CompletionResponseJson(request, id, created, *c.response);
+      choice = std::move(one["choices"][0]);
+      choice["cache_stats"] = std::move(one["cache_stats"]);
+      choice["timings"] = std::move(one["timings"]);
+    } else {
+      choice = {
+          {"finish_reason", nullptr}, {"logprobs", nullptr}, {"error", ErrorObject(c.status)}};
+      if (IsChat(request)) {
+        choice["message"] = {{"role", "assistant"}, {"content", nullptr}};
+      } else {
+        choice["text"] = nullptr;
+      }
+    }
+    choice["index"] = static_cast<int>(i);
+    out["choices"].push_back(std::move(choice));
+  }
+  out["usage"] = SummedUsage(choices);
+  return out;
+}
+
+json ChoiceErrorChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                          int index, const absl::Status& status) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  out["choices"] = json::array({{{"index", index},
+                                 {"finish_reason", nullptr},
+                                 {"logprobs", nullptr},
+                                 {"error", ErrorObject(status)}}});
+  return out;
+}
+
+json UsageChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                    const std::vector<ChoiceOutcome>& choices) {
+  json out = Envelope(request, id, created, "chat.completion.chunk", "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = SummedUsage(choices);
   return out;
 }
 

@@ -8,7 +8,7 @@
 //   messages (chat) | prompt        input; prompt may be a string, [string] or [token id, ...]
 //   max_tokens | max_completion_tokens  -> max_new_tokens
 //   temperature, top_p, top_k, seed -> decoding.*
-//   n                               1 only
+//   n                               choices (>= 1; the server's limits.max_choices bounds it)
 //   stream, stream_options.include_usage  SSE; usage is always sent in the last chunk
 //   stream_options.include_steps    SSE: one "dllm.step" event per denoising step
 //                                   (http_step_json.h); needs "stream": true
@@ -48,6 +48,7 @@ struct OpenAiRequest {
   std::string model;
   bool stream = false;
   bool include_steps = false;     // stream_options.include_steps
+  int n = 1;                      // choices: n engine requests, seeds seed, seed + 1, ...
   std::vector<std::string> stop;  // non-empty stop strings
   // Proto field path -> the JSON name the client used, for error messages
   // ("max_new_tokens" -> "max_tokens"; see RenameFieldInError).
@@ -83,6 +84,24 @@ nlohmann::json DeltaChunkJson(const OpenAiRequest& request, const std::string& i
 // The last chunk: empty delta, finish_reason, usage, cache_stats, timings.
 nlohmann::json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
                               const v1::GenerateResponse& response);
+
+// n > 1. One choice's outcome: its reply, or the status it failed with (response null).
+struct ChoiceOutcome {
+  absl::Status status;
+  const v1::GenerateResponse* response = nullptr;
+};
+// The unary response of n > 1 choices, in index order: each choice with its own
+// finish_reason, cache_stats and timings; a failed one with finish_reason null, no text and
+// an "error" object (OpenAI's error shape). usage counts the prompt once and sums the
+// completions. At least one choice must have a response.
+nlohmann::json MultiChoiceResponseJson(const OpenAiRequest& request, const std::string& id,
+                                       int64_t created, const std::vector<ChoiceOutcome>& choices);
+// Streamed n > 1: a failed choice's chunk (finish_reason null, "error"), and the last chunk
+// before [DONE]: no choices, the summed usage (OpenAI's stream_options.include_usage shape).
+nlohmann::json ChoiceErrorChunkJson(const OpenAiRequest& request, const std::string& id,
+                                    int64_t created, int index, const absl::Status& status);
+nlohmann::json UsageChunkJson(const OpenAiRequest& request, const std::string& id, int64_t created,
+                              const std::vector<ChoiceOutcome>& choices);
 
 // OpenAI's logprobs object for the first `count` of `tokens`. Chat: {"content": [{token,
 // logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], "refusal": null}. Completions:

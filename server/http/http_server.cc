@@ -64,67 +64,109 @@ void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
 
 // ------------------------------------------------------------ generation replies
 
-// A non-streamed completion: one JSON response once the engine's final event arrived.
+using Generations = std::vector<std::shared_ptr<HttpGeneration>>;
+
+// A non-streamed completion: one JSON response once every choice's final event arrived.
 class UnaryCompletion final : public HttpResponseSource {
  public:
-  UnaryCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
-                  std::string response_id, int64_t created)
-      : call_(std::move(call)),
-        request_(std::move(request)),
-        response_id_(std::move(response_id)),
-        created_(created),
-        stops_(request_.stop) {}
+  UnaryCompletion(Generations calls, OpenAiRequest request, std::string response_id,
+                  int64_t created)
+      : request_(std::move(request)), response_id_(std::move(response_id)), created_(created) {
+    for (auto& call : calls)
+      choices_.push_back(Choice{std::move(call), StopSequences(request_.stop)});
+  }
 
-  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+  void Start(std::function<void()> wake) override {
+    for (Choice& c : choices_) c.call->SetWake(wake);
+  }
 
   HttpOutput Poll() override {
-    HttpGeneration::Taken taken = call_->Take();
-    for (const HttpGeneration::Item& item : taken.items) {
-      if (!item.step) text_ += ApplyStops(*call_, stops_, item.delta);
+    bool all_done = true;
+    for (Choice& c : choices_) {
+      if (c.done) continue;
+      HttpGeneration::Taken taken = c.call->Take();
+      for (const HttpGeneration::Item& item : taken.items) {
+        if (!item.step) c.text += ApplyStops(*c.call, c.stops, item.delta);
+      }
+      if (!taken.final) {
+        all_done = false;
+        continue;
+      }
+      c.call->SetWake(nullptr);
+      c.done = true;
+      c.status = taken.status;
+      if (c.status.ok()) {
+        ApplyStopsToFinal(c.stops, c.text, &*taken.final);
+        c.final = std::move(taken.final);
+      }
     }
-    if (!taken.final) return {};
-    call_->SetWake(nullptr);
+    if (!all_done) return {};
     HttpOutput out;
     out.end = true;
-    if (!taken.status.ok()) {
-      out.head = ErrorResponse(taken.status);
+    std::vector<ChoiceOutcome> outcomes;
+    const absl::Status* failure = nullptr;
+    for (const Choice& c : choices_) {
+      outcomes.push_back({c.status, c.final ? &*c.final : nullptr});
+      if (!c.status.ok() && failure == nullptr) failure = &c.status;
+    }
+    // One choice (or every one) failed: the request failed, with the first error.
+    if (failure != nullptr &&
+        (choices_.size() == 1 || std::all_of(choices_.begin(), choices_.end(),
+                                             [](const Choice& c) { return !c.status.ok(); }))) {
+      out.head = ErrorResponse(*failure);
       return out;
     }
-    ApplyStopsToFinal(stops_, text_, &*taken.final);
     out.head = JsonResponse(
-        200, DumpJson(CompletionResponseJson(request_, response_id_, created_, *taken.final)));
+        200,
+        DumpJson(choices_.size() == 1
+                     ? CompletionResponseJson(request_, response_id_, created_, *choices_[0].final)
+                     : MultiChoiceResponseJson(request_, response_id_, created_, outcomes)));
     return out;
   }
 
   void Abandon() override {
-    call_->SetWake(nullptr);
-    call_->call().Cancel();  // the engine ends it within one step
+    for (Choice& c : choices_) {
+      c.call->SetWake(nullptr);
+      c.call->call().Cancel();  // the engine ends it within one step
+    }
   }
 
  private:
-  const std::shared_ptr<HttpGeneration> call_;
+  struct Choice {
+    std::shared_ptr<HttpGeneration> call;
+    StopSequences stops;
+    std::string text;
+    bool done = false;
+    absl::Status status;
+    std::optional<v1::GenerateResponse> final;
+  };
   const OpenAiRequest request_;
   const std::string response_id_;
   const int64_t created_;
-  StopSequences stops_;
-  std::string text_;
+  std::vector<Choice> choices_;
 };
 
 // A streamed completion (SSE): the role chunk, one event per non-empty committed delta (and
-// per step with stream_options.include_steps), the final chunk, then [DONE].
+// per step with stream_options.include_steps), the final chunk, then [DONE]. With n > 1 every
+// chunk names its choice (`index`), each choice ends with its own final chunk (or an error
+// chunk), and a last chunk with no choices carries the summed usage.
 class StreamedCompletion final : public HttpResponseSource {
  public:
   // `tokenizer` (the engine's) renders step events' tokens; it outlives every request.
-  StreamedCompletion(std::shared_ptr<HttpGeneration> call, OpenAiRequest request,
-                     std::string response_id, int64_t created, const Tokenizer* tokenizer)
-      : call_(std::move(call)),
-        request_(std::move(request)),
+  StreamedCompletion(Generations calls, OpenAiRequest request, std::string response_id,
+                     int64_t created, const Tokenizer* tokenizer)
+      : request_(std::move(request)),
         response_id_(std::move(response_id)),
         created_(created),
-        tokenizer_(tokenizer),
-        stops_(request_.stop) {}
+        tokenizer_(tokenizer) {
+    for (auto& call : calls) {
+      choices_.push_back(std::make_unique<Choice>(std::move(call), request_.stop));
+    }
+  }
 
-  void Start(std::function<void()> wake) override { call_->SetWake(std::move(wake)); }
+  void Start(std::function<void()> wake) override {
+    for (auto& c : choices_) c->call->SetWake(wake);
+  }
 
   HttpOutput Poll() override {
     HttpOutput out;
@@ -135,82 +177,131 @@ class StreamedCompletion final : public HttpResponseSource {
       head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
       head.streamed = true;
       out.head = std::move(head);
-      AddEvent(&out, DumpJson(DeltaChunkJson(request_, response_id_, created_, "", true)));
-    }
-    HttpGeneration::Taken taken = call_->Take();
-    for (const HttpGeneration::Item& item : taken.items) {
-      if (item.step) {
-        if (request_.include_steps) {
-          AddEvent(&out, DumpJson(StepEventJson(*item.step, *tokenizer_, response_id_,
-                                                !item.provisional_dropped)));
-        }
-        continue;
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        AddChunk(&out, static_cast<int>(i),
+                 DeltaChunkJson(request_, response_id_, created_, "", true));
       }
-      for (const v1::TokenLogprob& t : item.logprobs) *pending_logprobs_.Add() = t;
-      AddDelta(&out, ApplyStops(*call_, stops_, item.delta));
     }
-    if (taken.final) {
-      call_->SetWake(nullptr);
-      if (taken.status.ok() && !stops_.empty()) {
-        const std::string rest = stops_.Finish();
-        AddDelta(&out, rest);
-        ApplyStopsToFinal(stops_, emitted_, &*taken.final);
-      }
-      // Tokens still pending brought no text (special tokens at the end): the unary reply
-      // leaves them out too (TokensCoveringText).
-      AddEvent(&out, taken.status.ok()
-                         ? DumpJson(FinalChunkJson(request_, response_id_, created_, *taken.final))
-                         : HttpErrorBody(taken.status));
-      AddEvent(&out, "[DONE]");
-      out.end = true;
+    bool all_done = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (!choices_[i]->done) PollChoice(static_cast<int>(i), &out);
+      all_done &= choices_[i]->done;
     }
+    if (!all_done) return out;
+    if (choices_.size() == 1) {
+      const Choice& c = *choices_[0];
+      AddEvent(&out, c.status.ok()
+                         ? DumpJson(FinalChunkJson(request_, response_id_, created_, *c.final))
+                         : HttpErrorBody(c.status));
+    } else {
+      std::vector<ChoiceOutcome> outcomes;
+      for (const auto& c : choices_)
+        outcomes.push_back({c->status, c->final ? &*c->final : nullptr});
+      AddEvent(&out, DumpJson(UsageChunkJson(request_, response_id_, created_, outcomes)));
+    }
+    AddEvent(&out, "[DONE]");
+    out.end = true;
     return out;
   }
 
   void Abandon() override {
-    call_->SetWake(nullptr);
-    call_->call().Cancel();
+    for (auto& c : choices_) {
+      c->call->SetWake(nullptr);
+      c->call->call().Cancel();
+    }
   }
 
  private:
+  struct Choice {
+    Choice(std::shared_ptr<HttpGeneration> generation, std::vector<std::string> stop)
+        : call(std::move(generation)), stops(std::move(stop)) {}
+    std::shared_ptr<HttpGeneration> call;
+    StopSequences stops;
+    std::string emitted;
+    bool done = false;
+    absl::Status status;
+    std::optional<v1::GenerateResponse> final;
+    // Logprobs of tokens whose text is not yet sent, and the bytes already sent of the first
+    // of them (a delta may end inside a token); text_offset is the completions' running offset.
+    google::protobuf::RepeatedPtrField<v1::TokenLogprob> pending_logprobs;
+    int64_t pending_text_bytes = 0;
+    int64_t text_offset = 0;
+  };
+
+  // One choice's events since the last poll; its final chunk (n > 1) once it is done.
+  void PollChoice(int index, HttpOutput* out) {
+    Choice& c = *choices_[index];
+    HttpGeneration::Taken taken = c.call->Take();
+    for (const HttpGeneration::Item& item : taken.items) {
+      if (item.step) {
+        if (request_.include_steps) {
+          AddEvent(out, DumpJson(StepEventJson(*item.step, *tokenizer_, response_id_,
+                                               !item.provisional_dropped)));
+        }
+        continue;
+      }
+      for (const v1::TokenLogprob& t : item.logprobs) *c.pending_logprobs.Add() = t;
+      AddDelta(index, out, ApplyStops(*c.call, c.stops, item.delta));
+    }
+    if (!taken.final) return;
+    c.call->SetWake(nullptr);
+    c.done = true;
+    c.status = taken.status;
+    if (taken.status.ok() && !c.stops.empty()) {
+      const std::string rest = c.stops.Finish();
+      AddDelta(index, out, rest);
+      ApplyStopsToFinal(c.stops, c.emitted, &*taken.final);
+    }
+    // Tokens still pending brought no text (special tokens at the end): the unary reply
+    // leaves them out too (TokensCoveringText).
+    if (taken.status.ok()) c.final = std::move(taken.final);
+    if (choices_.size() == 1) return;  // its final chunk is the stream's last (Poll)
+    if (!c.status.ok()) {
+      AddEvent(out,
+               DumpJson(ChoiceErrorChunkJson(request_, response_id_, created_, index, c.status)));
+      return;
+    }
+    nlohmann::json last = FinalChunkJson(request_, response_id_, created_, *c.final);
+    last.erase("usage");  // summed over the choices in the last chunk
+    AddChunk(out, index, std::move(last));
+  }
+
   static void AddEvent(HttpOutput* out, const std::string& payload) {
     absl::StrAppend(&out->data, "data: ", payload, "\n\n");
   }
+  void AddChunk(HttpOutput* out, int index, nlohmann::json chunk) {
+    chunk["choices"][0]["index"] = index;
+    AddEvent(out, DumpJson(chunk));
+  }
   // With logprobs the chunk carries the pending tokens that its text covers: a stop string's
   // hold-back can keep a token's bytes for a later chunk, and its logprob goes with them.
-  void AddDelta(HttpOutput* out, const std::string& text) {
+  void AddDelta(int index, HttpOutput* out, const std::string& text) {
     if (text.empty()) return;
-    if (!stops_.empty()) emitted_ += text;  // only kept when there are stop strings
+    Choice& c = *choices_[index];
+    if (!c.stops.empty()) c.emitted += text;  // only kept when there are stop strings
     nlohmann::json logprobs = nullptr;
     if (request_.request.has_logprobs()) {
       // Bytes of text the pending tokens have to cover; negative: the last chunk's last token
       // reached past its text, and this text finishes it.
-      const int64_t to_cover = pending_text_bytes_ + static_cast<int64_t>(text.size());
-      const int count = TokensCoveringText(pending_logprobs_,
+      const int64_t to_cover = c.pending_text_bytes + static_cast<int64_t>(text.size());
+      const int count = TokensCoveringText(c.pending_logprobs,
                                            static_cast<size_t>(std::max<int64_t>(to_cover, 0)));
-      logprobs = LogprobsJson(request_, pending_logprobs_, count, &text_offset_);
+      logprobs = LogprobsJson(request_, c.pending_logprobs, count, &c.text_offset);
       int64_t covered = 0;
-      for (int i = 0; i < count; ++i) covered += pending_logprobs_[i].token_bytes().size();
-      pending_text_bytes_ = to_cover - covered;
-      pending_logprobs_.DeleteSubrange(0, count);
+      for (int i = 0; i < count; ++i) covered += c.pending_logprobs[i].token_bytes().size();
+      c.pending_text_bytes = to_cover - covered;
+      c.pending_logprobs.DeleteSubrange(0, count);
     }
-    AddEvent(out, DumpJson(DeltaChunkJson(request_, response_id_, created_, text, false,
-                                          std::move(logprobs))));
+    AddChunk(out, index,
+             DeltaChunkJson(request_, response_id_, created_, text, false, std::move(logprobs)));
   }
 
-  const std::shared_ptr<HttpGeneration> call_;
   const OpenAiRequest request_;
   const std::string response_id_;
   const int64_t created_;
   const Tokenizer* const tokenizer_;
-  StopSequences stops_;
-  std::string emitted_;
+  std::vector<std::unique_ptr<Choice>> choices_;
   bool first_ = true;
-  // Logprobs of tokens whose text is not yet sent, and the bytes already sent of the first of
-  // them (a delta may end inside a token); text_offset_ is the completions' running offset.
-  google::protobuf::RepeatedPtrField<v1::TokenLogprob> pending_logprobs_;
-  int64_t pending_text_bytes_ = 0;
-  int64_t text_offset_ = 0;
 };
 
 // ------------------------------------------------------------ routes
@@ -218,7 +309,9 @@ class StreamedCompletion final : public HttpResponseSource {
 class Routes final : public HttpRoutes {
  public:
   Routes(const ServerConfig& config, Gateway* gateway)
-      : gateway_(gateway), model_name_(config.http.model_name) {
+      : gateway_(gateway),
+        model_name_(config.http.model_name),
+        max_choices_(config.limits.max_choices) {
     if (model_name_.empty()) {
       model_name_ = std::filesystem::path(config.engine.model).lexically_normal().filename();
       if (model_name_.empty()) {
@@ -456,15 +549,32 @@ class Routes final : public HttpRoutes {
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, req.body);
     if (!parsed.ok()) return reject(parsed.status());
     if (parsed->model != model_name_) return reject(ModelNotFound(parsed->model));
+    if (parsed->n > max_choices_) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("n: ", parsed->n, " exceeds limits.max_choices (", max_choices_, ")")));
+    }
     // The token was checked before the body was read (Precheck, which the listener runs on
     // every request before Handle); Start checks availability again, as the server may have
-    // started draining since.
+    // started draining since. Choice i decodes with seed + i (the admitted seed: the
+    // request's, else the configured default). Admission is all or nothing: when one choice
+    // is refused (queue full), those already started are cancelled and the request fails.
     const bool step_events = parsed->include_steps;
-    const absl::Status started =
-        call.Start(Gateway::TokenCheck::kAlreadyChecked, req.head.Header("Authorization"),
-                   absl::InfiniteFuture(), parsed->request, generation,
-                   [&](GenerationRequest* r) { r->step_events = step_events; });
-    if (!started.ok()) return reject(RenameFieldInError(started, *parsed));
+    Generations generations = {generation};
+    for (int i = 0; i < parsed->n; ++i) {
+      if (i > 0) generations.push_back(std::make_shared<HttpGeneration>(gateway_, method));
+      const absl::Status started = generations[i]->call().Start(
+          Gateway::TokenCheck::kAlreadyChecked, req.head.Header("Authorization"),
+          absl::InfiniteFuture(), parsed->request, generations[i], [&](GenerationRequest* r) {
+            r->step_events = step_events;
+            r->decoding.seed += static_cast<uint64_t>(i);
+          });
+      if (!started.ok()) {
+        for (int j = 0; j < i; ++j) generations[j]->call().Cancel();
+        if (i == 0) return reject(RenameFieldInError(started, *parsed));
+        generations[i]->call().Record(started, nullptr);
+        return Reply(ErrorResponse(RenameFieldInError(started, *parsed)));
+      }
+    }
     const Tokenizer* tokenizer = &call.engine()->tokenizer();
 
     std::string response_id =
@@ -472,9 +582,9 @@ class Routes final : public HttpRoutes {
     HttpReply reply;
     if (parsed->stream) {
       reply.source = std::make_shared<StreamedCompletion>(
-          std::move(generation), *std::move(parsed), std::move(response_id), Created(), tokenizer);
+          std::move(generations), *std::move(parsed), std::move(response_id), Created(), tokenizer);
     } else {
-      reply.source = std::make_shared<UnaryCompletion>(std::move(generation), *std::move(parsed),
+      reply.source = std::make_shared<UnaryCompletion>(std::move(generations), *std::move(parsed),
                                                        std::move(response_id), Created());
     }
     return reply;
@@ -482,6 +592,7 @@ class Routes final : public HttpRoutes {
 
   Gateway* const gateway_;
   std::string model_name_;
+  const int max_choices_;
 };
 
 }  // namespace

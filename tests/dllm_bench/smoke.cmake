@@ -156,6 +156,20 @@ if(NOT out MATCHES "\"params\":{\"k\":2,\"tau\":\"inf\"}[^\n]*\"samples\":0,"
    OR NOT out MATCHES "\"params\":{\"k\":2,\"shadow\":1[.0]*,\"tau\":\"inf\"}[^\n]*\"samples\":[1-9]")
   message(FATAL_ERROR "expected the plain row without samples and the shadow=1 row with:\n${out}")
 endif()
+# logprobs=N in a policy spec: the same policy with and without logprobs in one run; asking
+# for them changes no answer (against the same setting as the baseline) and no row count.
+run_bench("policy logprobs=" --gen-length 8 --threads 1 --none=false
+          --decoding block:block_length=4 --baseline block:block_length=4@entropy:tau=0.5,k=2
+          --policy entropy:tau=0.5,k=2 --policy entropy:tau=0.5,k=2,logprobs=20)
+string(REGEX MATCH "\"policy\":\"entropy\"[^\n]*" plain "${out}")
+string(REGEX MATCH "\"logprobs\":20[^\n]*" with "${out}")
+string(REGEX MATCH "\"rows_per_token\":[0-9.]+" plain_rows "${plain}")
+string(REGEX MATCH "\"rows_per_token\":[0-9.]+" with_rows "${with}")
+string(REGEX MATCH "\"changed\":[0-9]+" with_changed "${with}")
+if(plain_rows STREQUAL "" OR NOT plain_rows STREQUAL with_rows
+   OR NOT with_changed STREQUAL "\"changed\":0" OR plain MATCHES "\"logprobs\"")
+  message(FATAL_ERROR "expected equal rows and answers with and without logprobs:\n${out}")
+endif()
 execute_process(
   COMMAND ${BENCH} --model ${MODEL} --tasks ${TASKS} --shadow 1 --shadow-budget 0
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)

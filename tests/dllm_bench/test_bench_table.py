@@ -33,6 +33,9 @@ class BenchTableTest(unittest.TestCase):
         r = row(decoding={"schedule": "timestep", "steps": 64, "eps": 0.001}, policy="interval",
                 params={"n": 8, "k": 16})
         self.assertEqual(bench_table.setting_name(r), "timestep + 64 steps, interval k=16 n=8")
+        r["logprobs"] = 5
+        self.assertEqual(bench_table.setting_name(r),
+                         "timestep + 64 steps, interval k=16 n=8, logprobs=5")
 
     def test_table_cells_and_rejected_rows(self):
         rows = [row(baseline="vanilla", speedup_vs_baseline=1.0,

@@ -182,7 +182,8 @@ class HttpTest(unittest.TestCase):
         chat = {"model": "llada-tiny", "messages": [{"role": "user", "content": "hi"}]}
         cases = [
             (dict(chat, frobnicate=1), 400, "frobnicate"),
-            (dict(chat, n=3), 400, "n"),
+            (dict(chat, n=9), 400, "n"),
+            (dict(chat, n=0), 400, "n"),
             (dict(chat, temperature="hot"), 400, "temperature"),
             (dict(chat, max_tokens=0), 400, "max_tokens"),
             (dict(chat, max_completion_tokens=100000), 400, "max_completion_tokens"),
@@ -387,6 +388,49 @@ class HttpTest(unittest.TestCase):
             status, err = post(s.http_port, path, bad, token=None)
             self.assertEqual(status, 400, err)
             self.assertEqual(err["error"]["param"], param, err)
+
+    def test_n_choices(self):
+        """n choices decode with seeds seed, seed + 1, ...: each equals the single request with
+        its seed, unary and streamed; usage counts the prompt once."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, auth=False)
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 11,
+                "temperature": 0.9, "decoding": {"block_length": 8}, "cache": {"policy": "none"}}
+        singles = []
+        for i in range(3):
+            status, one = post(s.http_port, "/v1/completions", dict(base, seed=11 + i), token=None)
+            self.assertEqual(status, 200, one)
+            singles.append(one["choices"][0])
+        self.assertGreater(len({c["text"] for c in singles}), 1, singles)
+        status, multi = post(s.http_port, "/v1/completions", dict(base, n=3), token=None)
+        self.assertEqual(status, 200, multi)
+        self.assertEqual([c["index"] for c in multi["choices"]], [0, 1, 2])
+        self.assertEqual([c["text"] for c in multi["choices"]], [c["text"] for c in singles])
+        self.assertEqual([c["finish_reason"] for c in multi["choices"]],
+                         [c["finish_reason"] for c in singles])
+        usage = multi["usage"]
+        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
+        r = subprocess.run(
+            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+             "-d", json.dumps(dict(base, n=3, stream=True)),
+             "http://127.0.0.1:%d/v1/completions" % s.http_port],
+            capture_output=True, text=True, timeout=120)
+        events = sse_events(r.stdout)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        texts, reasons = ["", "", ""], [None, None, None]
+        for c in chunks[:-1]:
+            self.assertEqual(len(c["choices"]), 1, c)
+            choice = c["choices"][0]
+            texts[choice["index"]] += choice["text"]
+            if choice["finish_reason"] is not None:
+                reasons[choice["index"]] = choice["finish_reason"]
+        self.assertEqual(texts, [c["text"] for c in singles])
+        self.assertEqual(reasons, [c["finish_reason"] for c in singles])
+        self.assertEqual(chunks[-1]["choices"], [])
+        self.assertEqual(chunks[-1]["usage"], usage)
+        # Each choice is a request of its own in the call records: 3 singles, 3 + 3 choices.
+        self.assertIn('dllm_requests_total{protocol="http",status="OK"} 9', s.metrics_text())
 
     # ------------------------------------------------------------ disconnect and drain
 

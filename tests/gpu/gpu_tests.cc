@@ -381,6 +381,9 @@ absl::Status LogitsStatsTests(Backends& be, Report* report) {
           q.sampling.top_k = 1;
           break;
       }
+      // Logprob alternatives on a spread of rows, up to the bound (the rows of index 1 hold
+      // the five-way tie at the top).
+      q.sampling.top_logprobs = r % 4 == 1 ? kMaxTopLogprobs : r % 4 == 2 ? 3 : 0;
     }
     std::vector<RowStats> cpu(rows), gpu(rows);
     for (int which = 0; which < 2; ++which) {
@@ -389,7 +392,7 @@ absl::Status LogitsStatsTests(Backends& be, Report* report) {
       DLLM_RETURN_IF_ERROR(
           b->LogitsStats(*l, vocab, requests, std::span<RowStats>(which == 0 ? cpu : gpu)));
     }
-    int argmax_same = 0, token_same = 0;
+    int argmax_same = 0, token_same = 0, top_same = 0;
     double worst = 0;
     for (int r = 0; r < rows; ++r) {
       argmax_same += cpu[r].argmax_token == gpu[r].argmax_token;
@@ -399,9 +402,24 @@ absl::Status LogitsStatsTests(Backends& be, Report* report) {
                     std::fabs(static_cast<double>(cpu[r].entropy_nats) - gpu[r].entropy_nats) /
                         std::max(1.0, std::fabs(static_cast<double>(cpu[r].entropy_nats))),
                     std::fabs(static_cast<double>(cpu[r].margin) - gpu[r].margin),
-                    std::fabs(static_cast<double>(cpu[r].token_prob) - gpu[r].token_prob)});
+                    std::fabs(static_cast<double>(cpu[r].token_prob) - gpu[r].token_prob),
+                    std::fabs(static_cast<double>(cpu[r].token_logprob) - gpu[r].token_logprob)});
       if (cpu[r].position != gpu[r].position) worst = INFINITY;
+      // The same top tokens in the same order (ties to the lower id on both), logprobs equal
+      // up to the two backends' logf and sum order.
+      top_same +=
+          cpu[r].top_count == requests[r].sampling.top_logprobs &&
+          gpu[r].top_count == cpu[r].top_count &&
+          std::equal(cpu[r].top_tokens.begin(), cpu[r].top_tokens.begin() + cpu[r].top_count,
+                     gpu[r].top_tokens.begin());
+      for (int k = 0; k < std::min(cpu[r].top_count, gpu[r].top_count); ++k) {
+        worst = std::max(
+            worst, std::fabs(static_cast<double>(cpu[r].top_logprobs[k]) - gpu[r].top_logprobs[k]));
+      }
     }
+    report->Check(top_same == rows, absl::StrFormat("logits_stats vocab=%d: top tokens identical "
+                                                    "%d/%d",
+                                                    vocab, top_same, rows));
     report->Check(
         argmax_same == rows,
         absl::StrFormat("logits_stats vocab=%d: argmax identical %d/%d", vocab, argmax_same, rows));

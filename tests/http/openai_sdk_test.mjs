@@ -130,7 +130,16 @@ async function api() {
   await expectError(new OpenAI({ baseURL, apiKey: "wrong-token", maxRetries: 0 })
                         .chat.completions.create(settings),
                     OpenAI.AuthenticationError, 401);
-  await expectError(client.chat.completions.create({ ...settings, n: 2 }),
+  // n choices: seeds seed, seed + 1, ...; choice 0 is the single request's answer.
+  const two = await client.chat.completions.create({ ...settings, n: 2 });
+  assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+  assert.equal(two.choices[0].message.content, unary.choices[0].message.content);
+  const second = await client.chat.completions.create({ ...settings, seed: settings.seed + 1 });
+  assert.equal(two.choices[1].message.content, second.choices[0].message.content);
+  assert.equal(two.usage.prompt_tokens, unary.usage.prompt_tokens);
+  assert.equal(two.usage.completion_tokens,
+               unary.usage.completion_tokens + second.usage.completion_tokens);
+  await expectError(client.chat.completions.create({ ...settings, n: 9 }),
                     OpenAI.BadRequestError, 400, "n");
   await expectError(client.chat.completions.create({ ...settings, max_tokens: 100000 }),
                     OpenAI.BadRequestError, 400, "max_tokens");

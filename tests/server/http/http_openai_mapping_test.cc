@@ -117,8 +117,10 @@ TEST_CASE("http mapping: shape errors name the field") {
   b["wat"] = 1;
   CHECK(ErrorOf(b) == "wat: unknown field");
   b = kChat;
-  b["n"] = 2;
-  CHECK(ErrorOf(b).rfind("n: 2 is not supported", 0) == 0);
+  b["n"] = 0;
+  CHECK(ErrorOf(b) == "n: 0 is not a number of choices (>= 1)");
+  b["n"] = 3;
+  CHECK(Parse(OpenAiEndpoint::kChatCompletions, b).n == 3);
   b = kChat;
   b["temperature"] = "warm";
   CHECK(ErrorOf(b).rfind("temperature: must be a number", 0) == 0);
@@ -321,6 +323,54 @@ TEST_CASE("http mapping: logprobs in OpenAI's chat and completions shapes") {
   CHECK(CompletionResponseJson(Parse(OpenAiEndpoint::kChatCompletions, kChat), "c", 1,
                                g)["choices"][0]["logprobs"]
             .is_null());
+}
+
+TEST_CASE("http mapping: n choices, one of them failed") {
+  json body = kChat;
+  body["n"] = 3;
+  const OpenAiRequest chat = Parse(OpenAiEndpoint::kChatCompletions, body);
+  v1::GenerateResponse a, c;
+  a.set_text("first");
+  a.set_finish_reason(v1::FINISH_REASON_EOS);
+  a.mutable_usage()->set_prompt_tokens(10);
+  a.mutable_usage()->set_generated_tokens(3);
+  a.mutable_cache_stats()->set_steps(7);
+  c.set_text("third");
+  c.set_finish_reason(v1::FINISH_REASON_LENGTH);
+  c.mutable_usage()->set_prompt_tokens(10);
+  c.mutable_usage()->set_generated_tokens(5);
+  const std::vector<ChoiceOutcome> outcomes = {
+      {absl::OkStatus(), &a},
+      {absl::InternalError("step 4 produced a non-finite logit"), nullptr},
+      {absl::OkStatus(), &c}};
+  const json out = MultiChoiceResponseJson(chat, "chatcmpl-1", 5, outcomes);
+  REQUIRE(out["choices"].size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(out["choices"][i]["index"] == i);
+  CHECK(out["choices"][0]["message"]["content"] == "first");
+  CHECK(out["choices"][0]["finish_reason"] == "stop");
+  CHECK(out["choices"][0]["cache_stats"]["steps"] == 7);
+  CHECK(out["choices"][1]["finish_reason"].is_null());
+  CHECK(out["choices"][1]["message"]["content"].is_null());
+  CHECK(out["choices"][1]["error"]["type"] == "internal_error");
+  CHECK(out["choices"][1]["error"]["message"] == "step 4 produced a non-finite logit");
+  CHECK(out["choices"][2]["finish_reason"] == "length");
+  // The prompt once, the completions summed.
+  CHECK(out["usage"] ==
+        json({{"prompt_tokens", 10}, {"completion_tokens", 8}, {"total_tokens", 18}}));
+  CHECK(UsageChunkJson(chat, "c", 5, outcomes)["usage"] == out["usage"]);
+  CHECK(UsageChunkJson(chat, "c", 5, outcomes)["choices"] == json::array());
+  const json error_chunk =
+      ChoiceErrorChunkJson(chat, "c", 5, 1, absl::DeadlineExceededError("deadline"));
+  CHECK(error_chunk["choices"][0]["index"] == 1);
+  CHECK(error_chunk["choices"][0]["finish_reason"].is_null());
+  CHECK(error_chunk["choices"][0]["error"]["type"] == "timeout");
+
+  const OpenAiRequest legacy =
+      Parse(OpenAiEndpoint::kCompletions, {{"model", "m"}, {"prompt", "p"}, {"n", 3}});
+  const json legacy_out = MultiChoiceResponseJson(legacy, "cmpl-1", 5, outcomes);
+  CHECK(legacy_out["object"] == "text_completion");
+  CHECK(legacy_out["choices"][2]["text"] == "third");
+  CHECK(legacy_out["choices"][1]["text"].is_null());
 }
 
 TEST_CASE("http status mapping: codes, types and the error body") {
