@@ -44,6 +44,12 @@ struct GenerationRequest {
   std::vector<ChatMessage> messages;       // rendered with the model's chat template
   std::vector<int32_t> prompt_ids;         // used verbatim
   int max_new_tokens = 64;                 // canvas length G
+  // Infilling: fixed text after the answer canvas (prompt ++ G masks ++ suffix), tokenized
+  // like prompt_text. The model reads it at every step (attention is bidirectional); it is
+  // never changed and is not part of the answer. Empty: none. suffix_ids: the same as ids,
+  // used verbatim when `suffix` is empty.
+  std::string suffix;
+  std::vector<int32_t> suffix_ids;
   DecodingParams decoding;
   CacheParams cache;
   int snapshot_every_steps = 0;  // 0: no provisional canvas snapshots

@@ -87,10 +87,13 @@ class EngineImpl final : public Engine {
     if (sink == nullptr) return absl::InvalidArgumentError("sink must not be null");
     absl::StatusOr<std::vector<int32_t>> ids = TokenizeInput(request);
     if (!ids.ok()) return ids.status();
-    if (absl::Status s = Validate(request, *ids); !s.ok()) return s;
+    std::vector<int32_t> suffix =
+        request.suffix.empty() ? request.suffix_ids : tokenizer_->Encode(request.suffix);
+    if (absl::Status s = Validate(request, *ids, suffix); !s.ok()) return s;
     PendingRequest pending;
     pending.id = next_id_.fetch_add(1) + 1;
     pending.prompt_ids = std::move(*ids);
+    pending.suffix_ids = std::move(suffix);
     pending.request = std::move(request);
     pending.sink = std::move(sink);
     pending.submit_time = absl::Now();
@@ -124,7 +127,8 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  absl::Status Validate(const GenerationRequest& r, const std::vector<int32_t>& ids) const {
+  absl::Status Validate(const GenerationRequest& r, const std::vector<int32_t>& ids,
+                        const std::vector<int32_t>& suffix) const {
     const int gen = r.max_new_tokens;
     ParamLimits limits;
     limits.max_new_tokens = options_.max_new_tokens_limit;
@@ -134,11 +138,27 @@ class EngineImpl final : public Engine {
       return absl::InvalidArgumentError(
           absl::StrFormat("logprobs: %d is outside [0, %d]", *r.logprobs, kMaxTopLogprobs));
     }
-    const int64_t total = static_cast<int64_t>(ids.size()) + gen;
+    const int64_t total = static_cast<int64_t>(ids.size() + suffix.size()) + gen;
     if (total > config_.max_positions) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "prompt tokens (%d) + max_new_tokens (%d) = %d exceeds the model's max positions (%d)",
-          ids.size(), gen, total, config_.max_positions));
+      return absl::InvalidArgumentError(
+          suffix.empty()
+              ? absl::StrFormat("prompt tokens (%d) + max_new_tokens (%d) = %d exceeds the model's "
+                                "max positions (%d)",
+                                ids.size(), gen, total, config_.max_positions)
+              : absl::StrFormat("prompt tokens (%d) + max_new_tokens (%d) + suffix tokens (%d) = "
+                                "%d exceeds the model's max positions (%d)",
+                                ids.size(), gen, suffix.size(), total, config_.max_positions));
+    }
+    for (size_t i = 0; i < suffix.size(); ++i) {
+      if (suffix[i] < 0 || suffix[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("suffix_ids[%d] = %d is outside the vocabulary [0, %d)", i, suffix[i],
+                            config_.vocab_size));
+      }
+      if (suffix[i] == config_.mask_token_id) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "suffix: token %d is the mask token (id %d); the suffix is fixed text", i, suffix[i]));
+      }
     }
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
@@ -148,8 +168,8 @@ class EngineImpl final : public Engine {
       }
       if (ids[i] == config_.mask_token_id) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "prompt: token %d is the mask token (id %d); infilling is not supported (chat "
-            "content is always read as text)",
+            "prompt: token %d is the mask token (id %d); to infill, send the text after the gap "
+            "as the suffix (chat content is always read as text)",
             i, ids[i]));
       }
     }

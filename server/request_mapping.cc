@@ -165,6 +165,10 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
 
   out.max_new_tokens =
       request.has_max_new_tokens() ? request.max_new_tokens() : defaults.max_new_tokens;
+  if (!request.suffix().empty()) {
+    DLLM_RETURN_IF_ERROR(CheckPromptBytes("suffix", request.suffix().size(), limits));
+    out.suffix = request.suffix();
+  }
 
   // ---- decoding and cache: the request's fields over the defaults
   DecodingParams& p = out.decoding;

@@ -59,9 +59,10 @@ struct PlanInput {
   bool block_start = false;             // first step of a block (kBlock)
   int32_t block_begin = 0;              // current block / window span
   int32_t block_end = 0;
-  int32_t canvas_end = 0;            // prompt + answer length: one past the last canvas position
-  int32_t answer_begin = 0;          // the prompt's length: the first answer position
-  int32_t block_length = 0;          // the block schedule's block length; else the answer's
+  int32_t canvas_end = 0;    // one past the last canvas position (prompt, answer, suffix)
+  int32_t answer_begin = 0;  // the prompt's length: the first answer position
+  int32_t answer_end = 0;    // one past the last answer position (canvas_end without a suffix)
+  int32_t block_length = 0;  // the block schedule's block length; else the answer's
   std::span<const uint8_t> decided;  // per canvas position: nonzero once decided (prompt too)
   float tau_scale = 1.0f;            // > 0; multiplies entropy's tau (the engine's autotuner)
 };

@@ -89,7 +89,7 @@ class D2CachePolicy final : public CachePolicy {
 
   std::vector<int32_t> MaskedByCertaintyDensity(const PlanInput& input) const {
     const int32_t a0 = input.answer_begin;
-    const int G = input.canvas_end - a0;
+    const int G = input.answer_end - a0;
     if (G <= 0) return {};
     std::span<const uint8_t> decided = input.decided.subspan(a0, G);
     // The search range: from the current block's start to the block end at or after the

@@ -35,16 +35,18 @@ float RemaskingScore(Remasking remasking, const RowStats& row, uint64_t seed, in
   return row.token_prob;
 }
 
-Decoder::Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length)
+Decoder::Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length,
+                 std::span<const int32_t> suffix)
     : config_(std::move(config)),
       prompt_length_(static_cast<int>(prompt.size())),
       gen_length_(gen_length),
       masks_left_(gen_length) {
-  canvas_.reserve(prompt.size() + gen_length);
+  canvas_.reserve(prompt.size() + gen_length + suffix.size());
   canvas_.assign(prompt.begin(), prompt.end());
   canvas_.resize(prompt.size() + gen_length, config_.mask_token_id);
+  canvas_.insert(canvas_.end(), suffix.begin(), suffix.end());
   decided_.assign(canvas_.size(), 1);
-  std::fill(decided_.begin() + prompt_length_, decided_.end(), 0);
+  std::fill(decided_.begin() + prompt_length_, decided_.begin() + prompt_length_ + gen_length, 0);
   steps_ = config_.params.steps > 0 ? config_.params.steps : gen_length;
   if (config_.params.schedule == Schedule::kTimestep) {
     timesteps_ = DreamTimesteps(steps_, config_.params.eps);

@@ -1,7 +1,8 @@
 // Decoder: one sequence's canvas and unmasking schedule (which positions to commit).
 //
-// The canvas is prompt ++ [MASK] * G; answer positions are [P, P + G). Each step the decoder
-// names its candidate set (the still-masked positions it may commit now):
+// The canvas is prompt ++ [MASK] * G ++ suffix; answer positions are [P, P + G). The suffix
+// (infilling) is fixed like the prompt: decided from the start, never a candidate. Each step the
+// decoder names its candidate set (the still-masked positions it may commit now):
 //   kBlock    masks of the current block [P + b*B, P + (b+1)*B); blocks left to right.
 //             Quota mode (threshold 0): the block runs steps / nb steps committing the LLaDA
 //             quota (docs/models.md §2.6). Quota-0 steps only ever come last in a block (the
@@ -58,8 +59,10 @@ struct CommittedToken {
 
 class Decoder {
  public:
-  // `prompt` must not contain the mask token; gen_length >= 1 (validated by the caller).
-  Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length);
+  // `prompt` and `suffix` must not contain the mask token; gen_length >= 1 (validated by the
+  // caller).
+  Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length,
+          std::span<const int32_t> suffix = {});
 
   std::span<const int32_t> canvas() const { return canvas_; }
   int prompt_length() const { return prompt_length_; }

@@ -82,7 +82,7 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
       kv_(std::move(kv)),
       context_(context),
       decoder_(MakeDecoderConfig(pending_.request, context), pending_.prompt_ids,
-               pending_.request.max_new_tokens),
+               pending_.request.max_new_tokens, pending_.suffix_ids),
       policy_(MakeCachePolicy(pending_.request.cache, context.vocab_size)) {
   stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
   if (pending_.request.logprobs.has_value()) {
@@ -101,6 +101,7 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
   input.block_end = decoder_.block_end();
   input.canvas_end = canvas_length();
   input.answer_begin = decoder_.prompt_length();
+  input.answer_end = decoder_.prompt_length() + decoder_.gen_length();
   // Schedules without blocks are one block of the whole answer.
   input.block_length = pending_.request.decoding.schedule == Schedule::kBlock
                            ? pending_.request.decoding.block_length

@@ -32,8 +32,13 @@ struct PendingRequest {
   RequestId id = 0;
   GenerationRequest request;
   std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> suffix_ids;  // GenerationRequest::suffix, tokenized
   std::shared_ptr<EventSink> sink;
   absl::Time submit_time;
+  // Canvas positions: prompt, answer and suffix.
+  int canvas_positions() const {
+    return static_cast<int>(prompt_ids.size() + suffix_ids.size()) + request.max_new_tokens;
+  }
 };
 
 // Model facts the sequences share.

@@ -154,7 +154,7 @@ void Worker::AdmitFromQueue(Intake* in) {
   while (!queue_.empty() &&
          static_cast<int>(active_.size() + in->admitted.size()) < options_.max_batch_sequences) {
     PendingRequest& head = queue_.front();
-    const int positions = static_cast<int>(head.prompt_ids.size()) + head.request.max_new_tokens;
+    const int positions = head.canvas_positions();
     // FIFO: a head that does not fit waits for memory, unless nothing runs, in which case it
     // can never fit.
     const bool alone = active_.empty() && in->admitted.empty();

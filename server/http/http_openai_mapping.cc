@@ -423,6 +423,12 @@ absl::Status ParseRequestKey(const std::string& key, const json& v, OpenAiParse*
   if (key == "stream" || key == "stream_options") return ParseStreamingKey(key, v, &p->out);
   if (key == "stop") return ParseStop(v, &p->out.stop);
   if (key == "logprobs" || key == "top_logprobs") return ParseLogprobsKey(key, v, p);
+  if (key == "suffix" && !p->chat) {
+    if (v.is_null()) return absl::OkStatus();
+    DLLM_ASSIGN_OR_RETURN(suffix, GetString(v, key));
+    req.set_suffix(suffix);
+    return absl::OkStatus();
+  }
   if (key == "user" || key == "presence_penalty" || key == "frequency_penalty" ||
       key == "logit_bias") {
     return ParseIgnoredKey(key, v);

@@ -432,6 +432,39 @@ class HttpTest(unittest.TestCase):
         # Each choice is a request of its own in the call records: 3 singles, 3 + 3 choices.
         self.assertIn('dllm_requests_total{protocol="http",status="OK"} 9', s.metrics_text())
 
+    def test_suffix_infill(self):
+        """/v1/completions with a suffix: the model reads the text after the gap at every step;
+        the completion is the gap alone; chat has no suffix."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, auth=False)
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 3,
+                "decoding": {"block_length": 8}, "cache": {"policy": "none"}}
+        status, plain = post(s.http_port, "/v1/completions", base, token=None)
+        self.assertEqual(status, 200, plain)
+        suffix = " and that is the end of the story."
+        status, filled = post(s.http_port, "/v1/completions", dict(base, suffix=suffix),
+                              token=None)
+        self.assertEqual(status, 200, filled)
+        # Bidirectional attention: the suffix changes the gap; it is never in the answer.
+        self.assertNotEqual(filled["choices"][0]["text"], plain["choices"][0]["text"])
+        self.assertNotIn(suffix, filled["choices"][0]["text"])
+        self.assertEqual(filled["usage"]["prompt_tokens"], plain["usage"]["prompt_tokens"])
+        # The same answer from a cache that refreshes every step.
+        status, cached = post(s.http_port, "/v1/completions",
+                              dict(base, suffix=suffix, cache={"policy": "entropy",
+                                                               "entropy_threshold": -1}),
+                              token=None)
+        self.assertEqual(status, 200, cached)
+        self.assertEqual(cached["choices"][0]["text"], filled["choices"][0]["text"])
+        status, err = post(s.http_port, "/v1/chat/completions",
+                           {"model": "model", "messages": [{"role": "user", "content": "x"}],
+                            "suffix": "y"}, token=None)
+        self.assertEqual(status, 400, err)
+        self.assertEqual(err["error"]["param"], "suffix")
+        status, err = post(s.http_port, "/v1/completions", dict(base, suffix=7), token=None)
+        self.assertEqual(status, 400, err)
+        self.assertEqual(err["error"]["param"], "suffix")
+
     # ------------------------------------------------------------ disconnect and drain
 
     def test_disconnect_cancels(self):

@@ -86,6 +86,14 @@ async function api() {
   for await (const chunk of legacyStream) legacyText += chunk.choices[0]?.text ?? "";
   assert.equal(legacyText, legacy.choices[0].text);
 
+  // Infilling: the suffix is read by every step and is not part of the completion.
+  const filled = await client.completions.create({ model, prompt: "The capital of France is",
+                                                   suffix: ", a city on the Seine.",
+                                                   max_tokens: 16, seed: 5 });
+  assert.equal(typeof filled.choices[0].text, "string");
+  assert.ok(!filled.choices[0].text.includes("a city on the Seine"));
+  assert.equal(filled.usage.prompt_tokens, legacy.usage.prompt_tokens);
+
   // Diffusion knobs as extra body fields.
   const knobs = await client.chat.completions.create({
     model, messages, max_tokens: 16,

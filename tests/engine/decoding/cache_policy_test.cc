@@ -32,6 +32,7 @@ PlanInput Input(int step, const std::vector<int32_t>& candidates, bool block_sta
   in.block_begin = lo;
   in.block_end = hi;
   in.canvas_end = canvas_end;
+  in.answer_end = canvas_end;
   return in;
 }
 

@@ -48,8 +48,9 @@ PlanCanvas MakeCanvas() {
   return canvas;
 }
 
-std::vector<CommittedToken> Commits(std::vector<int32_t> positions) {
+std::vector<CommittedToken> Commits(const std::vector<int32_t>& positions) {
   std::vector<CommittedToken> out;
+  out.reserve(positions.size());
   for (int32_t p : positions) out.push_back(CommittedToken{p, 7, 0.0f});
   return out;
 }

@@ -336,5 +336,26 @@ TEST_CASE("A step cap of one commits the whole answer in the first step", "[deco
   CHECK(d.DecidedAnswer() == std::vector<int32_t>{10, 10, 10});
 }
 
+TEST_CASE("A suffix is fixed: never a candidate, never changed", "[decoding][decoder]") {
+  for (Schedule schedule : {Schedule::kBlock, Schedule::kTimestep, Schedule::kWindow}) {
+    DecodingParams p;
+    p.schedule = schedule;
+    p.block_length = 4;
+    p.window = 3;
+    p.steps = 8;
+    const std::vector<int32_t> suffix = {40, 41, 42};
+    Decoder d(Config(p), kPrompt, 8, suffix);
+    REQUIRE(d.canvas().size() == 3 + 8 + 3);
+    CHECK(std::vector<int32_t>(d.canvas().end() - 3, d.canvas().end()) == suffix);
+    for (int32_t pos = 11; pos < 14; ++pos) CHECK(d.decided(pos));
+    const auto steps = Run(d, [](int32_t pos, int) { return Row{20 + pos, 0.9f - 0.01f * pos}; });
+    for (const auto& step : steps) {
+      for (int32_t pos : step) CHECK(pos < 11);
+    }
+    CHECK(std::vector<int32_t>(d.canvas().end() - 3, d.canvas().end()) == suffix);
+    CHECK(d.DecidedAnswer().size() == 8);
+  }
+}
+
 }  // namespace
 }  // namespace dllm

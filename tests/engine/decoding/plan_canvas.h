@@ -29,6 +29,7 @@ struct PlanCanvas {
     in.block_begin = prompt;
     in.block_end = prompt + block;
     in.canvas_end = prompt + answer;
+    in.answer_end = prompt + answer;
     in.answer_begin = prompt;
     in.block_length = block;
     in.decided = decided;

@@ -68,6 +68,7 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
   std::map<std::string, std::unique_ptr<Engine>> engines;
   int checked = 0;
   int logprobs_checked = 0;
+  int suffix_checked = 0;
   for (const auto& c : cases) {
     const std::string fixture = c["fixture"];
     if (!engines.count(fixture)) engines[fixture] = MakeEngine(fixture);
@@ -94,6 +95,10 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
     }
     d.steps = c["steps"];
     r.decoding = d;
+    if (c.contains("suffix")) {
+      r.suffix_ids = c["suffix"].get<std::vector<int32_t>>();  // infilling
+      ++suffix_checked;
+    }
     INFO(fixture << " " << c["mode"] << " steps=" << c["steps"] << " prompt "
                  << c["prompt_ids"].dump());
     r.logprobs = 5;
@@ -125,6 +130,7 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
   }
   CHECK(checked >= 20);
   CHECK(logprobs_checked >= 20 * 16 * 5 / 2);
+  CHECK(suffix_checked >= 6);
 }
 
 struct Mode {
@@ -430,6 +436,42 @@ TEST_CASE("Logprobs ride on the commit events and change no token", "[engine][in
     CHECK(absl::IsInvalidArgument(refused.status()));
     CHECK(refused.status().message().find("logprobs: ") == 0);
   }
+}
+
+TEST_CASE("Infilling: the suffix is read, never changed, and every cache keeps it",
+          "[engine][integration]") {
+  for (const std::string fixture : {"llada_mha", "dream_gqa"}) {
+    auto engine = MakeEngine(fixture);
+    for (const DecodingParams& mode : Modes()) {
+      INFO(fixture << " schedule " << Name(mode.schedule) << " t " << mode.temperature);
+      GenerationRequest r = ShortRequest(mode);
+      r.suffix_ids = {64, 19, 201, 7, 64};
+      const FinalEvent none = RunOne(*engine, r);
+      CHECK(none.token_ids.size() <= 16);
+      // A cache that refreshes every step is the exact decode, suffix included.
+      r.cache = testing::EntropyCache(-std::numeric_limits<float>::infinity());
+      const FinalEvent always = RunOne(*engine, r);
+      CHECK(always.token_ids == none.token_ids);
+      CHECK(always.stats.partial_steps == 0);
+      // Partial steps never recompute the suffix: each computes fewer rows than the canvas.
+      r.cache = testing::EntropyCache(std::numeric_limits<float>::infinity(), 2);
+      const FinalEvent never = RunOne(*engine, r);
+      CHECK(never.stats.partial_steps > 0);
+      CHECK(never.stats.rows_computed < always.stats.rows_computed);
+    }
+  }
+  auto engine = MakeEngine("llada_mha");
+  GenerationRequest r = ShortRequest(Modes()[0]);
+  r.suffix_ids = {5, engine->model_info().mask_token_id};
+  auto refused = engine->Submit(r, std::make_shared<CollectSink>());
+  CHECK(absl::IsInvalidArgument(refused.status()));
+  CHECK(refused.status().message().find("suffix: token 1 is the mask token") == 0);
+  r.suffix_ids = {5, 100000};
+  refused = engine->Submit(r, std::make_shared<CollectSink>());
+  CHECK(refused.status().message().find("suffix_ids[1] = 100000 is outside the vocabulary") == 0);
+  r.suffix_ids.assign(100000, 5);
+  refused = engine->Submit(r, std::make_shared<CollectSink>());
+  CHECK(refused.status().message().find("suffix tokens (100000)") != std::string::npos);
 }
 
 TEST_CASE("Chat messages are rendered and tokenized", "[engine][integration]") {

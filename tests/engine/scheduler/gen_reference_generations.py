@@ -10,6 +10,8 @@ Samplers (temperature 0, full forward every step, no cache), as in the reference
   dream_<alg>  Dream _sample: shifted logits (row p-1 predicts p); timesteps = the linspace
                formula of docs/models.md §3.6 in float32; k = int(nm * (1 - s/t)); conf per alg
                (maskgit_plus: max prob; entropy: sum p log p; topk_margin: p1 - p2).
+Cases with `suffix` put those token ids after the answer canvas (infilling): fixed, read at
+every step, never committed.
 `mask_committed` says whether the sampler ever picked the mask id itself (random weights can
 propose it); the reference then re-masks the position, the engine treats it as decided, so
 the C++ test skips those cases.
@@ -28,6 +30,7 @@ import torch
 from tools.reference import modeling
 
 TOP_LOGPROBS = 5
+SUFFIX = [64, 19, 201, 7]  # token ids after the answer in the infilling cases
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
@@ -44,10 +47,11 @@ def quota(n, spb):
 
 
 @torch.no_grad()
-def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=None):
+def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=None,
+             suffix=()):
     mask = cfg["mask_token_id"]
     shift = model.family != modeling.LLADA
-    x = torch.tensor(prompt + [mask] * gen, dtype=torch.long)
+    x = torch.tensor(prompt + [mask] * gen + list(suffix), dtype=torch.long)
     p = len(prompt)
     min_gap = float("inf")
     mask_committed = False
@@ -69,7 +73,7 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
 
     def commit(scores, k):
         nonlocal min_gap
-        masked = (x[p:] == mask).nonzero().flatten().tolist()
+        masked = (x[p:p + gen] == mask).nonzero().flatten().tolist()
         order = sorted(masked, key=lambda i: (-scores[i], i))
         if 0 < k < len(order):
             min_gap = min(min_gap, abs(scores[order[k - 1]] - scores[order[k]]))
@@ -93,7 +97,7 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
     else:
         ts = spec_linspace(1.0, 1e-3, steps + 1)
         for i in range(steps):
-            nm = (x[p:] == mask).sum() / 1
+            nm = (x[p:p + gen] == mask).sum() / 1
             t, s = ts[i], ts[i + 1]
             k = int(nm * (1 - s / t)) if i < steps - 1 else int(nm)
             probs, conf, tok, margin = row_stats()
@@ -109,7 +113,7 @@ def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=N
                 mask_committed |= int(tok[j]) == mask
                 record(j, int(tok[j]))
                 x[p + j] = tok[j]
-    return x[p:].tolist(), min_gap, mask_committed, logprobs
+    return x[p:p + gen].tolist(), min_gap, mask_committed, logprobs
 
 
 def main():
@@ -138,6 +142,13 @@ def main():
                 cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
                               "mode": mode, **kw, "output_ids": out, "min_gap": gap,
                               "mask_committed": mask_committed, "logprobs": logprobs})
+            # Infilling: the same first run with a fixed suffix after the answer.
+            mode, kw = runs[0]
+            kw = dict(kw, suffix=SUFFIX)
+            out, gap, mask_committed, logprobs = generate(model, cfg, prompt, gen, mode, **kw)
+            cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
+                          "mode": mode, **kw, "output_ids": out, "min_gap": gap,
+                          "mask_committed": mask_committed, "logprobs": logprobs})
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                         "reference_generations.json")
     with open(path, "w") as f:
