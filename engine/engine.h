@@ -50,6 +50,11 @@ struct GenerationRequest {
   // used verbatim when `suffix` is empty.
   std::string suffix;
   std::vector<int32_t> suffix_ids;
+  // A seeded answer canvas, as token ids: ModelInfo::mask_token_id marks a position to
+  // generate, any other id is fixed (never unmasked or changed; the schedules and caches
+  // treat it like the prompt, and the answer's text includes it). Its length is the answer
+  // length: max_new_tokens must equal it. Empty: max_new_tokens masks.
+  std::vector<int32_t> canvas;
   DecodingParams decoding;
   CacheParams cache;
   int snapshot_every_steps = 0;  // 0: no provisional canvas snapshots

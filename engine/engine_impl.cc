@@ -149,6 +149,28 @@ class EngineImpl final : public Engine {
                                 "%d exceeds the model's max positions (%d)",
                                 ids.size(), gen, suffix.size(), total, config_.max_positions));
     }
+    if (!r.canvas.empty()) {
+      if (static_cast<int>(r.canvas.size()) != gen) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("canvas: %d tokens, but max_new_tokens is %d (it must equal the "
+                            "canvas length)",
+                            r.canvas.size(), gen));
+      }
+      int masks = 0;
+      for (size_t i = 0; i < r.canvas.size(); ++i) {
+        if (r.canvas[i] < 0 || r.canvas[i] >= config_.vocab_size) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("canvas[%d] = %d is outside the vocabulary [0, %d)", i, r.canvas[i],
+                              config_.vocab_size));
+        }
+        masks += r.canvas[i] == config_.mask_token_id ? 1 : 0;
+      }
+      if (masks == 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "canvas: no position to generate (mark them with the mask token, id %d)",
+            config_.mask_token_id));
+      }
+    }
     for (size_t i = 0; i < suffix.size(); ++i) {
       if (suffix[i] < 0 || suffix[i] >= config_.vocab_size) {
         return absl::InvalidArgumentError(

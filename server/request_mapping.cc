@@ -165,6 +165,30 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
 
   out.max_new_tokens =
       request.has_max_new_tokens() ? request.max_new_tokens() : defaults.max_new_tokens;
+  if (request.canvas_size() > 0) {
+    if (request.has_max_new_tokens() && request.max_new_tokens() != request.canvas_size()) {
+      return Invalid("max_new_tokens",
+                     absl::StrCat(request.max_new_tokens(), " differs from the canvas length (",
+                                  request.canvas_size(), "); leave it unset"));
+    }
+    out.max_new_tokens = request.canvas_size();
+    bool has_mask = false;
+    for (int i = 0; i < request.canvas_size(); ++i) {
+      const int32_t id = request.canvas(i);
+      if (id < 0 || (model.vocab_size > 0 && id >= model.vocab_size)) {
+        return Invalid(
+            absl::StrCat("canvas[", i, "]"),
+            absl::StrCat("id ", id, " is outside [0, vocab_size=", model.vocab_size, ")"));
+      }
+      has_mask |= id == model.mask_token_id;
+    }
+    if (!has_mask) {
+      return Invalid("canvas", absl::StrCat("no position to generate (mark them with the mask "
+                                            "token, id ",
+                                            model.mask_token_id, ")"));
+    }
+    out.canvas.assign(request.canvas().begin(), request.canvas().end());
+  }
   if (!request.suffix().empty()) {
     DLLM_RETURN_IF_ERROR(CheckPromptBytes("suffix", request.suffix().size(), limits));
     out.suffix = request.suffix();

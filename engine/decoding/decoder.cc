@@ -37,17 +37,33 @@ float RemaskingScore(Remasking remasking, const RowStats& row, uint64_t seed, in
 
 Decoder::Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length,
                  std::span<const int32_t> suffix)
-    : config_(std::move(config)),
-      prompt_length_(static_cast<int>(prompt.size())),
-      gen_length_(gen_length),
-      masks_left_(gen_length) {
-  canvas_.reserve(prompt.size() + gen_length + suffix.size());
+    : config_(std::move(config)) {
+  Init(prompt, std::vector<int32_t>(static_cast<size_t>(gen_length), config_.mask_token_id),
+       suffix);
+}
+
+Decoder::Decoder(DecoderConfig config, std::span<const int32_t> prompt,
+                 std::span<const int32_t> answer, std::span<const int32_t> suffix)
+    : config_(std::move(config)) {
+  Init(prompt, answer, suffix);
+}
+
+void Decoder::Init(std::span<const int32_t> prompt, std::span<const int32_t> answer,
+                   std::span<const int32_t> suffix) {
+  prompt_length_ = static_cast<int>(prompt.size());
+  gen_length_ = static_cast<int>(answer.size());
+  masks_left_ = 0;
+  canvas_.reserve(prompt.size() + answer.size() + suffix.size());
   canvas_.assign(prompt.begin(), prompt.end());
-  canvas_.resize(prompt.size() + gen_length, config_.mask_token_id);
+  canvas_.insert(canvas_.end(), answer.begin(), answer.end());
   canvas_.insert(canvas_.end(), suffix.begin(), suffix.end());
   decided_.assign(canvas_.size(), 1);
-  std::fill(decided_.begin() + prompt_length_, decided_.begin() + prompt_length_ + gen_length, 0);
-  steps_ = config_.params.steps > 0 ? config_.params.steps : gen_length;
+  for (int i = 0; i < gen_length_; ++i) {
+    if (answer[i] != config_.mask_token_id) continue;
+    decided_[prompt_length_ + i] = 0;
+    ++masks_left_;
+  }
+  steps_ = config_.params.steps > 0 ? config_.params.steps : gen_length_;
   if (config_.params.schedule == Schedule::kTimestep) {
     timesteps_ = DreamTimesteps(steps_, config_.params.eps);
   }

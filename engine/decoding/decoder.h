@@ -63,6 +63,11 @@ class Decoder {
   // caller).
   Decoder(DecoderConfig config, std::span<const int32_t> prompt, int gen_length,
           std::span<const int32_t> suffix = {});
+  // A seeded answer region: `answer` holds the mask id where a token is to be generated and
+  // a fixed token elsewhere (decided from the start, like the prompt); at least one mask.
+  // Schedules run over the masks: a block with none is skipped, quotas count masks.
+  Decoder(DecoderConfig config, std::span<const int32_t> prompt, std::span<const int32_t> answer,
+          std::span<const int32_t> suffix);
 
   std::span<const int32_t> canvas() const { return canvas_; }
   int prompt_length() const { return prompt_length_; }
@@ -102,6 +107,9 @@ class Decoder {
   bool IsEndToken(int32_t token) const;
 
  private:
+  // The canvas, decided flags and schedule state of prompt ++ answer ++ suffix.
+  void Init(std::span<const int32_t> prompt, std::span<const int32_t> answer,
+            std::span<const int32_t> suffix);
   void AdvanceAndPlan();  // updates prefix/finished, moves blocks, computes candidates
   std::vector<int32_t> RankedCandidates(std::span<const RowStats> rows) const;
   int CountForStep(int candidate_count) const;
@@ -112,12 +120,12 @@ class Decoder {
   // the mask id itself; such a commit is final like any other (the forward still reads it
   // as a mask, as the reference's canvas would).
   std::vector<uint8_t> decided_;
-  int prompt_length_;
-  int gen_length_;
-  int steps_;  // resolved step budget
+  int prompt_length_ = 0;
+  int gen_length_ = 0;
+  int steps_ = 0;  // resolved step budget
   int step_ = 0;
   bool finished_ = false;
-  int masks_left_;
+  int masks_left_ = 0;
   int decided_prefix_ = 0;
   bool end_reached_ = false;
   bool final_by_cap_ = false;  // the planned step is the step cap's final step

@@ -27,6 +27,12 @@ DecoderConfig MakeDecoderConfig(const GenerationRequest& request, const Sequence
 
 // NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
 // committing them would surface later as a misleading "token id -1" request error.
+// The answer region the decoder starts from: the request's seeded canvas, else all masks.
+std::vector<int32_t> AnswerCanvas(const GenerationRequest& request, int32_t mask_token_id) {
+  if (!request.canvas.empty()) return request.canvas;
+  return std::vector<int32_t>(static_cast<size_t>(request.max_new_tokens), mask_token_id);
+}
+
 // The row that predicted `position`; rows are in ascending position order (the candidates),
 // and every committed position has one.
 const RowStats& RowAt(std::span<const RowStats> rows, int32_t position) {
@@ -82,11 +88,17 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
       kv_(std::move(kv)),
       context_(context),
       decoder_(MakeDecoderConfig(pending_.request, context), pending_.prompt_ids,
-               pending_.request.max_new_tokens, pending_.suffix_ids),
+               AnswerCanvas(pending_.request, context.mask_token_id), pending_.suffix_ids),
       policy_(MakeCachePolicy(pending_.request.cache, context.vocab_size)) {
   stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
   if (pending_.request.logprobs.has_value()) {
+    // A fixed token of a seeded canvas was never predicted: it reports itself, certain.
     answer_logprobs_.resize(static_cast<size_t>(decoder_.gen_length()));
+    for (int i = 0; i < decoder_.gen_length(); ++i) {
+      TokenLogprob& t = answer_logprobs_[i];
+      t.token = decoder_.canvas()[decoder_.prompt_length() + i];
+      if (context.tokenizer != nullptr) t.bytes = context.tokenizer->TokenBytes(t.token);
+    }
   }
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
 }

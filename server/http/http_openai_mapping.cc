@@ -423,6 +423,15 @@ absl::Status ParseRequestKey(const std::string& key, const json& v, OpenAiParse*
   if (key == "stream" || key == "stream_options") return ParseStreamingKey(key, v, &p->out);
   if (key == "stop") return ParseStop(v, &p->out.stop);
   if (key == "logprobs" || key == "top_logprobs") return ParseLogprobsKey(key, v, p);
+  if (key == "canvas") {
+    if (v.is_null()) return absl::OkStatus();
+    if (!v.is_array()) return Invalid(key, "must be an array of token ids");
+    for (size_t i = 0; i < v.size(); ++i) {
+      DLLM_ASSIGN_OR_RETURN(id, GetInt32(v[i], absl::StrCat(key, "[", i, "]")));
+      req.add_canvas(id);
+    }
+    return absl::OkStatus();
+  }
   if (key == "suffix" && !p->chat) {
     if (v.is_null()) return absl::OkStatus();
     DLLM_ASSIGN_OR_RETURN(suffix, GetString(v, key));

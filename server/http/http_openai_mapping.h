@@ -8,6 +8,7 @@
 //   messages (chat) | prompt        input; prompt may be a string, [string] or [token id, ...]
 //   max_tokens | max_completion_tokens  -> max_new_tokens
 //   suffix                          completions only: text after the gap (infilling)
+//   canvas                          a seeded answer as token ids (the mask id: generate)
 //   temperature, top_p, top_k, seed -> decoding.*
 //   n                               choices (>= 1; the server's limits.max_choices bounds it)
 //   stream, stream_options.include_usage  SSE; usage is always sent in the last chunk

@@ -465,6 +465,41 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(status, 400, err)
         self.assertEqual(err["error"]["param"], "suffix")
 
+    def test_seeded_canvas(self):
+        """A seeded canvas (token ids, the mask id where to generate): fixed ids stay, a canvas
+        of masks only is the plain request, and bad seeds are 400s naming the field."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, auth=False)
+        r = urllib.request.urlopen("http://127.0.0.1:%d/v1/dllm/model_info" % s.http_port,
+                                   timeout=30)
+        mask = json.loads(r.read())["mask_token_id"]
+        base = {"model": "model", "prompt": "Hello", "max_tokens": 16, "seed": 3,
+                "decoding": {"block_length": 8}, "cache": {"policy": "none"}, "logprobs": 0}
+        status, plain = post(s.http_port, "/v1/completions", base, token=None)
+        self.assertEqual(status, 200, plain)
+        status, masks = post(s.http_port, "/v1/completions",
+                             dict(base, canvas=[mask] * 16, max_tokens=None), token=None)
+        self.assertEqual(status, 200, masks)
+        self.assertEqual(masks["choices"][0]["text"], plain["choices"][0]["text"])
+        # Fix the first and the ninth token; the fixed ones report logprob 0 (never predicted).
+        canvas = [mask] * 16
+        canvas[0], canvas[8] = 72, 105
+        status, seeded = post(s.http_port, "/v1/completions", dict(base, canvas=canvas,
+                                                                   max_tokens=None), token=None)
+        self.assertEqual(status, 200, seeded)
+        lp = seeded["choices"][0]["logprobs"]
+        self.assertEqual(lp["token_logprobs"][0], 0.0)
+        self.assertTrue(seeded["choices"][0]["text"].startswith(lp["tokens"][0]))
+        if len(lp["tokens"]) > 8:
+            self.assertEqual(lp["token_logprobs"][8], 0.0)
+        for body, param in [(dict(base, canvas=[72] * 16, max_tokens=None), "canvas"),
+                            (dict(base, canvas=[mask] * 4, max_tokens=16), "max_tokens"),
+                            (dict(base, canvas=[mask, -1], max_tokens=None), "canvas[1]"),
+                            (dict(base, canvas="xyz"), "canvas")]:
+            status, err = post(s.http_port, "/v1/completions", body, token=None)
+            self.assertEqual(status, 400, err)
+            self.assertEqual(err["error"]["param"], param, err)
+
     # ------------------------------------------------------------ disconnect and drain
 
     def test_disconnect_cancels(self):

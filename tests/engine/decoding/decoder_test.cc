@@ -357,5 +357,43 @@ TEST_CASE("A suffix is fixed: never a candidate, never changed", "[decoding][dec
   }
 }
 
+TEST_CASE("A seeded canvas: fixed tokens stay, schedules run over the masks",
+          "[decoding][decoder]") {
+  // Answer of 8: positions 3..10; fixed tokens at answer 0, 1, 2, 3 (the whole first block of
+  // 4) and 6.
+  std::vector<int32_t> answer(8, kMask);
+  for (int i : {0, 1, 2, 3, 6}) answer[i] = 50 + i;
+  DecodingParams p;
+  p.block_length = 4;
+  Decoder block(Config(p), kPrompt, answer, {});
+  // The first block has no mask: skipped. The second has 3, committed one per step.
+  CHECK(block.candidates() == std::vector<int32_t>{7, 8, 10});
+  CHECK(block.decided_prefix() == 4);
+  const auto steps = Run(block, [](int32_t pos, int) { return Row{20 + pos, 0.9f - 0.01f * pos}; });
+  REQUIRE(steps.size() == 3);
+  CHECK(block.DecidedAnswer() == std::vector<int32_t>{50, 51, 52, 53, 27, 28, 56, 30});
+
+  p.schedule = Schedule::kWindow;
+  p.window = 2;
+  p.confidence_threshold = 0.95f;
+  Decoder window(Config(p), kPrompt, answer, {});
+  CHECK(window.candidates() == std::vector<int32_t>{7, 8});  // the 2 leftmost masks
+
+  p.schedule = Schedule::kTimestep;
+  p.steps = 2;
+  Decoder timestep(Config(p), kPrompt, answer, {});
+  CHECK(timestep.candidates() == std::vector<int32_t>{7, 8, 10});
+  Run(timestep, [](int32_t pos, int) { return Row{20 + pos, 0.5f}; });
+  CHECK(timestep.DecidedAnswer() == std::vector<int32_t>{50, 51, 52, 53, 27, 28, 56, 30});
+
+  // A canvas of masks only is the plain decoder.
+  DecodingParams q;
+  q.block_length = 4;
+  Decoder seeded(Config(q), kPrompt, std::vector<int32_t>(8, kMask), {});
+  Decoder plain(Config(q), kPrompt, 8);
+  Script script = [](int32_t pos, int) { return Row{20 + pos, 0.9f - 0.01f * pos}; };
+  CHECK(Run(seeded, script) == Run(plain, script));
+}
+
 }  // namespace
 }  // namespace dllm

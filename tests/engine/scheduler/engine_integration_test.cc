@@ -69,6 +69,7 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
   int checked = 0;
   int logprobs_checked = 0;
   int suffix_checked = 0;
+  int canvas_checked = 0;
   for (const auto& c : cases) {
     const std::string fixture = c["fixture"];
     if (!engines.count(fixture)) engines[fixture] = MakeEngine(fixture);
@@ -99,6 +100,12 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
       r.suffix_ids = c["suffix"].get<std::vector<int32_t>>();  // infilling
       ++suffix_checked;
     }
+    if (c.contains("canvas")) {  // a seeded answer: null marks a position to generate
+      for (const auto& t : c["canvas"]) {
+        r.canvas.push_back(t.is_null() ? info.mask_token_id : t.get<int32_t>());
+      }
+      ++canvas_checked;
+    }
     INFO(fixture << " " << c["mode"] << " steps=" << c["steps"] << " prompt "
                  << c["prompt_ids"].dump());
     r.logprobs = 5;
@@ -112,6 +119,11 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
       const nlohmann::json& want = c["logprobs"][i];
       const TokenLogprob& got = f.logprobs[i];
       CHECK(got.token == f.token_ids[i]);
+      if (want.is_null()) {  // a fixed token of a seeded canvas: never predicted
+        CHECK(got.logprob == 0.0f);
+        CHECK(got.top.empty());
+        continue;
+      }
       CHECK(got.logprob == Approx(want["logprob"].get<double>()).margin(1e-4));
       REQUIRE(got.top.size() == 5);
       const std::vector<double> want_top = want["top_logprobs"].get<std::vector<double>>();
@@ -130,7 +142,8 @@ TEST_CASE("Engine generations equal the PyTorch reference sampler on the fixture
   }
   CHECK(checked >= 20);
   CHECK(logprobs_checked >= 20 * 16 * 5 / 2);
-  CHECK(suffix_checked >= 6);
+  CHECK(suffix_checked >= 12);
+  CHECK(canvas_checked >= 6);
 }
 
 struct Mode {
@@ -472,6 +485,26 @@ TEST_CASE("Infilling: the suffix is read, never changed, and every cache keeps i
   r.suffix_ids.assign(100000, 5);
   refused = engine->Submit(r, std::make_shared<CollectSink>());
   CHECK(refused.status().message().find("suffix tokens (100000)") != std::string::npos);
+
+  // Seeded canvases the engine refuses, naming the problem.
+  r.suffix_ids.clear();
+  const int32_t mask = engine->model_info().mask_token_id;
+  auto refusal = [&](std::vector<int32_t> canvas, int max_new_tokens) {
+    r.canvas = std::move(canvas);
+    r.max_new_tokens = max_new_tokens;
+    r.decoding.block_length = 4;
+    return std::string(engine->Submit(r, std::make_shared<CollectSink>()).status().message());
+  };
+  CHECK(refusal(std::vector<int32_t>(8, 5), 8).find("canvas: no position to generate") == 0);
+  CHECK(refusal({mask, mask, mask, mask}, 8).find("canvas: 4 tokens, but max_new_tokens is 8") ==
+        0);
+  CHECK(refusal({mask, -3, mask, mask}, 4).find("canvas[1] = -3 is outside the vocabulary") == 0);
+  // A canvas of masks only is the plain request.
+  r.canvas.clear();
+  r.max_new_tokens = 16;
+  const FinalEvent plain = RunOne(*engine, r);
+  r.canvas.assign(16, mask);
+  CHECK(RunOne(*engine, r).token_ids == plain.token_ids);
 }
 
 TEST_CASE("Chat messages are rendered and tokenized", "[engine][integration]") {

@@ -11,7 +11,8 @@ Samplers (temperature 0, full forward every step, no cache), as in the reference
                formula of docs/models.md §3.6 in float32; k = int(nm * (1 - s/t)); conf per alg
                (maskgit_plus: max prob; entropy: sum p log p; topk_margin: p1 - p2).
 Cases with `suffix` put those token ids after the answer canvas (infilling): fixed, read at
-every step, never committed.
+every step, never committed. Cases with `canvas` start from a seeded answer: its non-null ids
+are fixed like the prompt, and only the null positions are masks the sampler fills.
 `mask_committed` says whether the sampler ever picked the mask id itself (random weights can
 propose it); the reference then re-masks the position, the engine treats it as decided, so
 the C++ test skips those cases.
@@ -31,6 +32,8 @@ from tools.reference import modeling
 
 TOP_LOGPROBS = 5
 SUFFIX = [64, 19, 201, 7]  # token ids after the answer in the infilling cases
+SEEDED = [None, None, 33, None, None, None, None, None, None, 120, None, None, None, None, None,
+          88]  # a seeded 16-token canvas: fixed ids, None where the sampler generates
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
@@ -48,10 +51,11 @@ def quota(n, spb):
 
 @torch.no_grad()
 def generate(model, cfg, prompt, gen, mode, block_length=None, steps=None, alg=None,
-             suffix=()):
+             suffix=(), canvas=None):
     mask = cfg["mask_token_id"]
     shift = model.family != modeling.LLADA
-    x = torch.tensor(prompt + [mask] * gen + list(suffix), dtype=torch.long)
+    answer = [mask] * gen if canvas is None else [mask if t is None else t for t in canvas]
+    x = torch.tensor(prompt + answer + list(suffix), dtype=torch.long)
     p = len(prompt)
     min_gap = float("inf")
     mask_committed = False
@@ -145,6 +149,12 @@ def main():
             # Infilling: the same first run with a fixed suffix after the answer.
             mode, kw = runs[0]
             kw = dict(kw, suffix=SUFFIX)
+            out, gap, mask_committed, logprobs = generate(model, cfg, prompt, gen, mode, **kw)
+            cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
+                          "mode": mode, **kw, "output_ids": out, "min_gap": gap,
+                          "mask_committed": mask_committed, "logprobs": logprobs})
+            # A seeded canvas: fixed tokens inside the answer (null: generate), with a suffix.
+            kw = dict(kw, canvas=SEEDED)
             out, gap, mask_committed, logprobs = generate(model, cfg, prompt, gen, mode, **kw)
             cases.append({"fixture": name, "prompt_ids": prompt, "gen_length": gen,
                           "mode": mode, **kw, "output_ids": out, "min_gap": gap,
