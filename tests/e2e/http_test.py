@@ -83,6 +83,15 @@ def sse_events(text):
     return [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
 
 
+def curl_stream(port, path, body):
+    """The SSE data payloads of a streamed request sent with curl -N (no token), in order."""
+    r = subprocess.run(
+        ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
+         "-d", json.dumps(dict(body, stream=True)), "http://127.0.0.1:%d%s" % (port, path)],
+        capture_output=True, text=True, timeout=120)
+    return sse_events(r.stdout)
+
+
 class HttpTest(unittest.TestCase):
 
     def setUp(self):
@@ -271,12 +280,8 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(cut["choices"][0]["finish_reason"], "stop")
         # The engine request ended at the stop, long before the canvas was done.
         self.assertLess(cut["cache_stats"]["steps"], full["cache_stats"]["steps"])
-        r = subprocess.run(
-            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
-             "-d", json.dumps(dict(base, stop=stop, stream=True)),
-             "http://127.0.0.1:%d/v1/completions" % s.http_port],
-            capture_output=True, text=True, timeout=120)
-        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        events = curl_stream(s.http_port, "/v1/completions", dict(base, stop=stop))
+        chunks = [json.loads(e) for e in events[:-1]]
         self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), expected)
         self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "stop")
         self.assertIn('dllm_requests_total{protocol="http",status="OK"} 3', s.metrics_text())
@@ -296,12 +301,8 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(status, 200, capped)
         self.assertEqual(capped["cache_stats"]["steps"], 3)
         self.assertEqual(capped["choices"][0]["finish_reason"], "step_limit")
-        r = subprocess.run(
-            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
-             "-d", json.dumps(dict(capped_body, stream=True)),
-             "http://127.0.0.1:%d/v1/completions" % s.http_port],
-            capture_output=True, text=True, timeout=120)
-        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        events = curl_stream(s.http_port, "/v1/completions", capped_body)
+        chunks = [json.loads(e) for e in events[:-1]]
         self.assertEqual("".join(c["choices"][0]["text"] for c in chunks),
                          capped["choices"][0]["text"])
         self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "step_limit")
@@ -333,12 +334,8 @@ class HttpTest(unittest.TestCase):
             self.assertEqual(len(tops), 4)
             self.assertEqual(tops, sorted(tops, reverse=True))
             self.assertLessEqual(t["logprob"], tops[0] + 1e-6)
-        r = subprocess.run(
-            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
-             "-d", json.dumps(dict(body, stream=True)),
-             "http://127.0.0.1:%d/v1/chat/completions" % s.http_port],
-            capture_output=True, text=True, timeout=120)
-        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        events = curl_stream(s.http_port, "/v1/chat/completions", body)
+        chunks = [json.loads(e) for e in events[:-1]]
         streamed = [t for c in chunks for t in ((c["choices"][0].get("logprobs") or {})
                                                 .get("content") or [])]
         self.assertEqual(streamed, content)
@@ -356,12 +353,8 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(len(lp["tokens"]), len(lp["token_logprobs"]))
         self.assertEqual(lp["text_offset"][0], 0)
         self.assertEqual(len(lp["top_logprobs"][0]), 2)
-        r = subprocess.run(
-            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
-             "-d", json.dumps(dict(legacy, stream=True)),
-             "http://127.0.0.1:%d/v1/completions" % s.http_port],
-            capture_output=True, text=True, timeout=120)
-        chunks = [json.loads(e) for e in sse_events(r.stdout)[:-1]]
+        events = curl_stream(s.http_port, "/v1/completions", legacy)
+        chunks = [json.loads(e) for e in events[:-1]]
         merged = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
         for c in chunks:
             for k, v in (c["choices"][0].get("logprobs") or {}).items():
@@ -410,12 +403,7 @@ class HttpTest(unittest.TestCase):
                          [c["finish_reason"] for c in singles])
         usage = multi["usage"]
         self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
-        r = subprocess.run(
-            ["curl", "-N", "-sS", "-H", "Content-Type: application/json",
-             "-d", json.dumps(dict(base, n=3, stream=True)),
-             "http://127.0.0.1:%d/v1/completions" % s.http_port],
-            capture_output=True, text=True, timeout=120)
-        events = sse_events(r.stdout)
+        events = curl_stream(s.http_port, "/v1/completions", dict(base, n=3))
         self.assertEqual(events[-1], "[DONE]")
         chunks = [json.loads(e) for e in events[:-1]]
         texts, reasons = ["", "", ""], [None, None, None]
