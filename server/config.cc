@@ -396,18 +396,16 @@ ParamLimits ToParamLimits(const LimitsSection& limits, int vocab_size) {
 
 namespace {
 
-constexpr double kMaxMessage = std::numeric_limits<int32_t>::max();
-
 absl::Status ValidateServerSection(const ServerSection& s) {
   if (auto st = CheckListenAddress("server.address", s.address); !st.ok()) return st;
   if (auto st = CheckRange("server.threads", s.threads, 0, 4096); !st.ok()) return st;
   if (auto st = CheckRange("server.max_receive_message_bytes", s.max_receive_message_bytes, 1024,
-                           kMaxMessage);
+                           static_cast<double>(kMaxGrpcMessageBytes));
       !st.ok()) {
     return st;
   }
-  if (auto st =
-          CheckRange("server.max_send_message_bytes", s.max_send_message_bytes, 1024, kMaxMessage);
+  if (auto st = CheckRange("server.max_send_message_bytes", s.max_send_message_bytes, 1024,
+                           static_cast<double>(kMaxGrpcMessageBytes));
       !st.ok()) {
     return st;
   }

@@ -11,6 +11,7 @@
 #define DLLM_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,10 @@
 #include "engine/engine.h"
 
 namespace dllm {
+
+// The largest message gRPC carries (its sizes are int32): the bound on the message size
+// settings, and so on anything a message holds, such as a prompt.
+inline constexpr int64_t kMaxGrpcMessageBytes = std::numeric_limits<int32_t>::max();
 
 struct ServerSection {
   std::string address = "0.0.0.0:50051";  // gRPC listen address, host:port

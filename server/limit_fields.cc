@@ -1,7 +1,6 @@
 #include "server/limit_fields.h"
 
 #include <array>
-#include <limits>
 
 namespace dllm {
 namespace {
@@ -9,15 +8,14 @@ namespace {
 using L = LimitsSection;
 using P = ParamLimits;
 
-// A gRPC message can be no larger than this, so neither can a prompt.
-constexpr double kMaxMessageBytes = std::numeric_limits<int32_t>::max();
 constexpr double kMaxCount = 1 << 20;
 
 constexpr std::array<LimitField, 9> kLimitFields = {{
     {"max_new_tokens", &L::max_new_tokens, 1, kMaxCount, &P::max_new_tokens},
     {"max_prompt_tokens", &L::max_prompt_tokens, 1, kMaxCount, {}},
     // 0: derived from the token limit and the model (EffectiveMaxPromptBytes).
-    {"max_prompt_bytes", &L::max_prompt_bytes, 0, kMaxMessageBytes, {}},
+    // A gRPC message holds the prompt, so a prompt is no larger than one.
+    {"max_prompt_bytes", &L::max_prompt_bytes, 0, static_cast<double>(kMaxGrpcMessageBytes), {}},
     {"max_steps", &L::max_steps, 1, kMaxCount, &P::max_steps},
     {"max_block_length", &L::max_block_length, 1, kMaxCount, &P::max_block_length},
     {"max_window", &L::max_window, 1, kMaxCount, &P::max_window},
