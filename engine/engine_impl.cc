@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/core/status_macros.h"
 #include "engine/decoding/cache_policy.h"
 #include "engine/model/loaded_model.h"
 #include "engine/model/step_flops.h"
@@ -127,6 +128,17 @@ class EngineImpl final : public Engine {
   }
 
  private:
+  // INVALID_ARGUMENT "<name>[i] = id is outside the vocabulary [0, V)" for the first bad id.
+  absl::Status CheckInVocabulary(const char* name, const std::vector<int32_t>& ids) const {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s[%d] = %d is outside the vocabulary [0, %d)", name, i, ids[i], config_.vocab_size));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Validate(const GenerationRequest& r, const std::vector<int32_t>& ids,
                         const std::vector<int32_t>& suffix) const {
     const int gen = r.max_new_tokens;
@@ -156,38 +168,22 @@ class EngineImpl final : public Engine {
                             "canvas length)",
                             r.canvas.size(), gen));
       }
-      int masks = 0;
-      for (size_t i = 0; i < r.canvas.size(); ++i) {
-        if (r.canvas[i] < 0 || r.canvas[i] >= config_.vocab_size) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("canvas[%d] = %d is outside the vocabulary [0, %d)", i, r.canvas[i],
-                              config_.vocab_size));
-        }
-        masks += r.canvas[i] == config_.mask_token_id ? 1 : 0;
-      }
-      if (masks == 0) {
+      DLLM_RETURN_IF_ERROR(CheckInVocabulary("canvas", r.canvas));
+      if (std::find(r.canvas.begin(), r.canvas.end(), config_.mask_token_id) == r.canvas.end()) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "canvas: no position to generate (mark them with the mask token, id %d)",
             config_.mask_token_id));
       }
     }
+    DLLM_RETURN_IF_ERROR(CheckInVocabulary("suffix_ids", suffix));
     for (size_t i = 0; i < suffix.size(); ++i) {
-      if (suffix[i] < 0 || suffix[i] >= config_.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("suffix_ids[%d] = %d is outside the vocabulary [0, %d)", i, suffix[i],
-                            config_.vocab_size));
-      }
       if (suffix[i] == config_.mask_token_id) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "suffix: token %d is the mask token (id %d); the suffix is fixed text", i, suffix[i]));
       }
     }
+    DLLM_RETURN_IF_ERROR(CheckInVocabulary("prompt_ids", ids));
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("prompt_ids[%d] = %d is outside the vocabulary [0, %d)", i, ids[i],
-                            config_.vocab_size));
-      }
       if (ids[i] == config_.mask_token_id) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "prompt: token %d is the mask token (id %d); to infill, send the text after the gap "

@@ -25,8 +25,6 @@ DecoderConfig MakeDecoderConfig(const GenerationRequest& request, const Sequence
   return config;
 }
 
-// NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
-// committing them would surface later as a misleading "token id -1" request error.
 // The answer region the decoder starts from: the request's seeded canvas, else all masks.
 std::vector<int32_t> AnswerCanvas(const GenerationRequest& request, int32_t mask_token_id) {
   if (!request.canvas.empty()) return request.canvas;
@@ -40,21 +38,25 @@ const RowStats& RowAt(std::span<const RowStats> rows, int32_t position) {
                            [](const RowStats& r, int32_t p) { return r.position < p; });
 }
 
+std::string BytesOf(const Tokenizer* tokenizer, int32_t token) {
+  return tokenizer != nullptr ? tokenizer->TokenBytes(token) : std::string();
+}
+
 TokenLogprob ToTokenLogprob(const RowStats& row, int32_t token, const Tokenizer* tokenizer) {
-  auto bytes = [tokenizer](int32_t id) {
-    return tokenizer != nullptr ? tokenizer->TokenBytes(id) : std::string();
-  };
   TokenLogprob out;
   out.token = token;
   out.logprob = row.token_logprob;
-  out.bytes = bytes(token);
+  out.bytes = BytesOf(tokenizer, token);
   out.top.reserve(static_cast<size_t>(row.top_count));
   for (int i = 0; i < row.top_count; ++i) {
-    out.top.push_back({row.top_tokens[i], row.top_logprobs[i], bytes(row.top_tokens[i])});
+    out.top.push_back(
+        {row.top_tokens[i], row.top_logprobs[i], BytesOf(tokenizer, row.top_tokens[i])});
   }
   return out;
 }
 
+// NaN/Inf logits (corrupt or overflowing weights) come back as token -1 / NaN statistics;
+// committing them would surface later as a misleading "token id -1" request error.
 absl::Status CheckFinite(std::span<const RowStats> rows, int step) {
   for (const RowStats& r : rows) {
     if (r.argmax_token < 0 || r.token < 0 || !std::isfinite(r.argmax_prob) ||
@@ -97,7 +99,7 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
     for (int i = 0; i < decoder_.gen_length(); ++i) {
       TokenLogprob& t = answer_logprobs_[i];
       t.token = decoder_.canvas()[decoder_.prompt_length() + i];
-      if (context.tokenizer != nullptr) t.bytes = context.tokenizer->TokenBytes(t.token);
+      t.bytes = BytesOf(context.tokenizer, t.token);
     }
   }
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);

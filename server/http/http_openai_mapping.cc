@@ -625,10 +625,6 @@ json FinalChunkJson(const OpenAiRequest& request, const std::string& id, int64_t
 
 namespace {
 
-json ErrorObject(const absl::Status& status) {
-  return json::parse(HttpErrorBody(status), nullptr, /*allow_exceptions=*/false)["error"];
-}
-
 json SummedUsage(const std::vector<ChoiceOutcome>& choices) {
   int64_t prompt = 0, completion = 0;
   for (const ChoiceOutcome& c : choices) {
@@ -657,7 +653,7 @@ json MultiChoiceResponseJson(const OpenAiRequest& request, const std::string& id
       choice["timings"] = std::move(one["timings"]);
     } else {
       choice = {
-          {"finish_reason", nullptr}, {"logprobs", nullptr}, {"error", ErrorObject(c.status)}};
+          {"finish_reason", nullptr}, {"logprobs", nullptr}, {"error", HttpErrorObject(c.status)}};
       if (IsChat(request)) {
         choice["message"] = {{"role", "assistant"}, {"content", nullptr}};
       } else {
@@ -677,7 +673,7 @@ json ChoiceErrorChunkJson(const OpenAiRequest& request, const std::string& id, i
   out["choices"] = json::array({{{"index", index},
                                  {"finish_reason", nullptr},
                                  {"logprobs", nullptr},
-                                 {"error", ErrorObject(status)}}});
+                                 {"error", HttpErrorObject(status)}}});
   return out;
 }
 

@@ -66,6 +66,15 @@ void ApplyStopsToFinal(StopSequences& stops, const std::string& emitted,
 
 using Generations = std::vector<std::shared_ptr<HttpGeneration>>;
 
+// Each finished choice's status and reply, for the n > 1 JSON (a unary or a streamed choice).
+template <typename Choice>
+std::vector<ChoiceOutcome> Outcomes(const std::vector<Choice>& choices) {
+  std::vector<ChoiceOutcome> out;
+  out.reserve(choices.size());
+  for (const Choice& c : choices) out.push_back({c.status, c.final ? &*c.final : nullptr});
+  return out;
+}
+
 // A non-streamed completion: one JSON response once every choice's final event arrived.
 class UnaryCompletion final : public HttpResponseSource {
  public:
@@ -103,24 +112,18 @@ class UnaryCompletion final : public HttpResponseSource {
     if (!all_done) return {};
     HttpOutput out;
     out.end = true;
-    std::vector<ChoiceOutcome> outcomes;
-    const absl::Status* failure = nullptr;
-    for (const Choice& c : choices_) {
-      outcomes.push_back({c.status, c.final ? &*c.final : nullptr});
-      if (!c.status.ok() && failure == nullptr) failure = &c.status;
-    }
-    // One choice (or every one) failed: the request failed, with the first error.
-    if (failure != nullptr &&
-        (choices_.size() == 1 || std::all_of(choices_.begin(), choices_.end(),
-                                             [](const Choice& c) { return !c.status.ok(); }))) {
-      out.head = ErrorResponse(*failure);
+    // The request fails when no choice succeeded, with the first choice's error.
+    if (std::none_of(choices_.begin(), choices_.end(),
+                     [](const Choice& c) { return c.final.has_value(); })) {
+      out.head = ErrorResponse(choices_[0].status);
       return out;
     }
     out.head = JsonResponse(
         200,
-        DumpJson(choices_.size() == 1
-                     ? CompletionResponseJson(request_, response_id_, created_, *choices_[0].final)
-                     : MultiChoiceResponseJson(request_, response_id_, created_, outcomes)));
+        DumpJson(
+            choices_.size() == 1
+                ? CompletionResponseJson(request_, response_id_, created_, *choices_[0].final)
+                : MultiChoiceResponseJson(request_, response_id_, created_, Outcomes(choices_))));
     return out;
   }
 
@@ -160,12 +163,12 @@ class StreamedCompletion final : public HttpResponseSource {
         created_(created),
         tokenizer_(tokenizer) {
     for (auto& call : calls) {
-      choices_.push_back(std::make_unique<Choice>(std::move(call), request_.stop));
+      choices_.emplace_back(std::move(call), request_.stop);
     }
   }
 
   void Start(std::function<void()> wake) override {
-    for (auto& c : choices_) c->call->SetWake(wake);
+    for (Choice& c : choices_) c.call->SetWake(wake);
   }
 
   HttpOutput Poll() override {
@@ -184,20 +187,18 @@ class StreamedCompletion final : public HttpResponseSource {
     }
     bool all_done = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
-      if (!choices_[i]->done) PollChoice(static_cast<int>(i), &out);
-      all_done &= choices_[i]->done;
+      if (!choices_[i].done) PollChoice(static_cast<int>(i), &out);
+      all_done &= choices_[i].done;
     }
     if (!all_done) return out;
     if (choices_.size() == 1) {
-      const Choice& c = *choices_[0];
+      const Choice& c = choices_[0];
       AddEvent(&out, c.status.ok()
                          ? DumpJson(FinalChunkJson(request_, response_id_, created_, *c.final))
                          : HttpErrorBody(c.status));
     } else {
-      std::vector<ChoiceOutcome> outcomes;
-      for (const auto& c : choices_)
-        outcomes.push_back({c->status, c->final ? &*c->final : nullptr});
-      AddEvent(&out, DumpJson(UsageChunkJson(request_, response_id_, created_, outcomes)));
+      AddEvent(&out,
+               DumpJson(UsageChunkJson(request_, response_id_, created_, Outcomes(choices_))));
     }
     AddEvent(&out, "[DONE]");
     out.end = true;
@@ -205,9 +206,9 @@ class StreamedCompletion final : public HttpResponseSource {
   }
 
   void Abandon() override {
-    for (auto& c : choices_) {
-      c->call->SetWake(nullptr);
-      c->call->call().Cancel();
+    for (Choice& c : choices_) {
+      c.call->SetWake(nullptr);
+      c.call->call().Cancel();
     }
   }
 
@@ -230,7 +231,7 @@ class StreamedCompletion final : public HttpResponseSource {
 
   // One choice's events since the last poll; its final chunk (n > 1) once it is done.
   void PollChoice(int index, HttpOutput* out) {
-    Choice& c = *choices_[index];
+    Choice& c = choices_[index];
     HttpGeneration::Taken taken = c.call->Take();
     for (const HttpGeneration::Item& item : taken.items) {
       if (item.step) {
@@ -277,7 +278,7 @@ class StreamedCompletion final : public HttpResponseSource {
   // hold-back can keep a token's bytes for a later chunk, and its logprob goes with them.
   void AddDelta(int index, HttpOutput* out, const std::string& text) {
     if (text.empty()) return;
-    Choice& c = *choices_[index];
+    Choice& c = choices_[index];
     if (!c.stops.empty()) c.emitted += text;  // only kept when there are stop strings
     nlohmann::json logprobs = nullptr;
     if (request_.request.has_logprobs()) {
@@ -300,7 +301,7 @@ class StreamedCompletion final : public HttpResponseSource {
   const std::string response_id_;
   const int64_t created_;
   const Tokenizer* const tokenizer_;
-  std::vector<std::unique_ptr<Choice>> choices_;
+  std::vector<Choice> choices_;
   bool first_ = true;
 };
 

@@ -16,12 +16,15 @@ bool LooksLikeFieldPath(std::string_view s) {
   return true;
 }
 
-std::string Body(std::string_view message, std::string_view type, const nlohmann::json& param,
-                 std::string_view code) {
-  nlohmann::json error = {{"message", std::string(message)},
-                          {"type", std::string(type)},
-                          {"param", param},
-                          {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}};
+nlohmann::json ErrorObject(std::string_view message, std::string_view type,
+                           const nlohmann::json& param, std::string_view code) {
+  return {{"message", std::string(message)},
+          {"type", std::string(type)},
+          {"param", param},
+          {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}};
+}
+
+std::string Body(nlohmann::json error) {
   return nlohmann::json{{"error", std::move(error)}}.dump(-1, ' ', false,
                                                           nlohmann::json::error_handler_t::replace);
 }
@@ -58,7 +61,7 @@ HttpError ToHttpError(const absl::Status& status) {
   }
 }
 
-std::string HttpErrorBody(const absl::Status& status) {
+nlohmann::json HttpErrorObject(const absl::Status& status) {
   const HttpError e = ToHttpError(status);
   const std::string_view message(status.message().data(), status.message().size());
   nlohmann::json param;
@@ -66,11 +69,13 @@ std::string HttpErrorBody(const absl::Status& status) {
     const std::string_view head = message.substr(0, colon);
     if (LooksLikeFieldPath(head)) param = std::string(head);
   }
-  return Body(message, e.type, param, e.code);
+  return ErrorObject(message, e.type, param, e.code);
 }
 
+std::string HttpErrorBody(const absl::Status& status) { return Body(HttpErrorObject(status)); }
+
 std::string HttpErrorBody(std::string_view message, std::string_view type, std::string_view code) {
-  return Body(message, type, nlohmann::json(), code);
+  return Body(ErrorObject(message, type, nlohmann::json(), code));
 }
 
 }  // namespace dllm

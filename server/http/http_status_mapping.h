@@ -14,6 +14,7 @@
 #ifndef DLLM_SERVER_HTTP_HTTP_STATUS_MAPPING_H_
 #define DLLM_SERVER_HTTP_HTTP_STATUS_MAPPING_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,9 @@ HttpError ToHttpError(const absl::Status& status);
 // names: the text before the first ": " when it looks like a field path
 // ("decoding.steps: 5000 exceeds ..." -> "decoding.steps"), else null.
 std::string HttpErrorBody(const absl::Status& status);
+// The inner {"message", "type", "param", "code"} object, for an error inside a reply (one
+// failed choice of several).
+nlohmann::json HttpErrorObject(const absl::Status& status);
 // The same for a status produced by the HTTP layer itself (404 route, 413 body size).
 std::string HttpErrorBody(std::string_view message, std::string_view type, std::string_view code);
 
