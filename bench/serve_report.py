@@ -6,6 +6,8 @@ document shows exactly this output for the committed rows).
   bench/serve_report.py --plot OUT.png ROWS.jsonl   (needs gnuplot: per setting, output
       throughput and E2EL p50 / p99 against concurrency, from the closed-loop rows, and E2EL
       p50 / p99 against the offered rate, from the open-loop rows)
+  bench/serve_report.py --plot OUT.png PROJECTION.jsonl   (bench/serve_sim.py sweep's rows: per
+      max batch, output tokens/s against p99 E2EL per setting)
   bench/serve_report.py --update docs/serving.md   (fills each block of the document
       between "<!-- serve_report: PATH -->" and "<!-- /serve_report -->" with PATH's tables)
 
@@ -18,6 +20,8 @@ Per rows file:
      front end's median share of a request at concurrency 1;
   3. the open-loop runs: p99 E2EL and goodput at fractions of saturation;
   4. the mixed run, per setting.
+Rows of bench/serve_sim.py (protocol "sim") get one table: validation (measured against
+simulated, with the errors) or projection (per max batch, setting and offered rate).
 """
 import json
 import os
@@ -88,12 +92,57 @@ def mixed_table(row):
                   "accuracy", "out tok/s", "correct goodput", "E2EL p50 / p99 ms"], body)
 
 
+def pct(v):
+    return "-" if v is None else "%+.0f%%" % (100 * v)
+
+
+def validate_table(rows):
+    """bench/serve_sim.py validate: each measured open-loop row against its simulation."""
+    body = []
+    for r in rows:
+        m, e = r["measured"], r["errors"]
+        body.append([r["settings"][0], "%.1f" % r["saturation_fraction"], fmt(r["rate"], 2),
+                     "%s / %s (%s)" % (fmt(m["output_throughput"]), fmt(r["output_throughput"]),
+                                       pct(e["output_throughput"])),
+                     "%s / %s (%s)" % (fmt(m["e2el_median_ms"], 0),
+                                       fmt(r["e2el_ms"]["median"], 0), pct(e["e2el_median"])),
+                     "%s / %s (%s)" % (fmt(m["e2el_p99_ms"], 0), fmt(r["e2el_ms"]["p99"], 0),
+                                       pct(e["e2el_p99"])),
+                     "%s / %s" % (fmt(m["accuracy"], 3), fmt(r["accuracy"], 3))])
+    return table(["setting", "x saturation", "offered req/s",
+                  "out tok/s measured / simulated (error)", "E2EL p50 ms", "E2EL p99 ms",
+                  "accuracy"], body)
+
+
+def projection_table(rows):
+    """bench/serve_sim.py sweep: per max batch, setting, offered rate and row budget."""
+    body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 1),
+             str(r.get("max_step_rows") or "-"),
+             "%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
+             fmt(r["request_throughput"], 2), fmt(r["output_throughput"], 0),
+             fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
+             "%s / %s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p99"], 0)),
+             "%s / %s" % (fmt(r["itl_ms"]["median"], 0), fmt(r["itl_ms"]["p99"], 0)),
+             fmt(r.get("rows_per_token"), 1)] for r in rows]
+    return table(["max batch", "setting", "offered req/s", "row budget", "ok/requests",
+                  "accuracy", "served req/s", "out tok/s", "SLO attainment", "correct goodput",
+                  "E2EL p50 / p99 ms", "ITL p50 / p99 ms", "rows/token"], body)
+
+
 def report(path):
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     if not rows:
         return ["%s: no rows" % path]
     first = rows[0]
+    if first.get("protocol") == "sim":
+        out = ["**%s, %s** (`%s`; profile `%s`; SLO %s)" % (
+            first["model"], "validation" if first["phase"] == "validate" else "projection",
+            os.path.basename(path), first["profile"],
+            ", ".join("%s <= %g ms" % (k, 1e3 * v) for k, v in first["slo_s"].items())), ""]
+        if first["phase"] == "validate":
+            return out + validate_table(rows) + [""]
+        return out + projection_table(rows) + [""]
     out = ["**%s, max batch %d** (`%s`; SLO %s)" % (
         first["model"], first["max_batch"], os.path.basename(path),
         ", ".join("%s <= %g ms" % (k, 1e3 * v) for k, v in first["slo_s"].items())), ""]
@@ -170,11 +219,42 @@ def plot(png, path):
     subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
 
 
+def plot_projection(png, path):
+    """bench/serve_sim.py sweep's rows: per max batch, served output tokens/s against p99
+    E2EL, one line per setting through its offered rates."""
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    batches = list(dict.fromkeys(r["max_batch"] for r in rows))
+    settings = list(dict.fromkeys(r["settings"][0] for r in rows))
+    script = ["set terminal pngcairo size %d,480 noenhanced" % (420 * len(batches) + 200),
+              "set output '%s'" % png,
+              "set multiplot layout 1,%d title '%s at %s costs (simulated): output tokens/s "
+              "against p99 E2EL, one point per offered rate'" % (
+                  len(batches), rows[0]["model"], rows[0]["profile"]),
+              "set key top left", "set logscale y", "set xlabel 'output tokens/s'",
+              "set ylabel 'E2EL p99, seconds'"]
+    for b in batches:
+        for st in settings:
+            script.append("$b%d_%s << EOD" % (b, st.replace("-", "_")))
+            for r in sorted((r for r in rows if r["max_batch"] == b and r["settings"][0] == st),
+                            key=lambda r: r["rate"]):
+                script.append("%f %f" % (r["output_throughput"], r["e2el_ms"]["p99"] / 1e3))
+            script.append("EOD")
+    for b in batches:
+        script += ["set title 'max batch %d'" % b,
+                   "plot " + ", ".join("$b%d_%s using 1:2 with linespoints pt 7 title '%s'" % (
+                       b, st.replace("-", "_"), st) for st in settings)]
+    script.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
+
+
 def main(args):
     if not args:
         sys.exit(__doc__)
     if args[0] == "--plot":
-        plot(args[1], args[2])
+        with open(args[2], encoding="utf-8") as f:
+            first = json.loads(f.readline())
+        (plot_projection if first.get("phase") == "projection" else plot)(args[1], args[2])
         return
     if args[0] == "--update":
         for path in args[1:]:

@@ -67,10 +67,13 @@ class EngineImpl final : public Engine {
         model_(std::move(model)),
         executor_(std::move(executor)),
         owned_tokenizer_(std::move(owned_tokenizer)),
-        tokenizer_(tokenizer) {
+        tokenizer_(tokenizer),
+        clock_(options.clock != nullptr ? options.clock : &SystemClock()) {
     WorkerOptions worker;
     worker.max_batch_sequences = std::max(1, options.max_batch_sequences);
     worker.queue_capacity = std::max(0, options.queue_capacity);
+    worker.max_step_rows = std::max<int64_t>(0, options.max_step_rows);
+    worker.max_deferred_steps = std::max(0, options.max_deferred_steps);
     worker.context.tokenizer = tokenizer_;
     worker.context.mask_token_id = config.mask_token_id;
     worker.context.vocab_size = config.vocab_size;
@@ -78,6 +81,7 @@ class EngineImpl final : public Engine {
     worker.context.shift_logits = config.shift_logits;
     worker.observer = options.observer;
     worker.shadow = options.shadow;
+    worker.context.clock = clock_;
     worker_ = std::make_unique<Worker>(std::move(worker), executor_.get());
   }
 
@@ -97,7 +101,7 @@ class EngineImpl final : public Engine {
     pending.suffix_ids = std::move(suffix);
     pending.request = std::move(request);
     pending.sink = std::move(sink);
-    pending.submit_time = absl::Now();
+    pending.submit_time = clock_->Now();
     const RequestId id = pending.id;
     if (absl::Status s = worker_->Enqueue(std::move(pending)); !s.ok()) return s;
     return id;
@@ -228,6 +232,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<Tokenizer> owned_tokenizer_;
   const Tokenizer* tokenizer_;
+  const Clock* const clock_;
   std::atomic<RequestId> next_id_{0};
   std::unique_ptr<Worker> worker_;  // last: its thread stops before the rest is destroyed
 };
@@ -246,9 +251,11 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngineForTesting(
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngineFromLoadedModel(
-    const EngineOptions& options, std::unique_ptr<LoadedModel> model) {
-  std::unique_ptr<StepExecutor> executor =
-      MakeTransformerExecutor(model->transformer.get(), model->kv_pool.get());
+    const EngineOptions& options, std::unique_ptr<LoadedModel> model,
+    std::unique_ptr<StepExecutor> executor) {
+  if (executor == nullptr) {
+    executor = MakeTransformerExecutor(model->transformer.get(), model->kv_pool.get());
+  }
   const Tokenizer* tokenizer = model->tokenizer.get();
   const ModelConfig config = model->config;
   return std::unique_ptr<Engine>(

@@ -28,8 +28,13 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
 struct LoadedModel;
 
 // The production engine over a loaded model (Engine::Create uses it).
+// `executor`, when given, runs the steps instead of the model's own transformer executor: the
+// serving simulator wraps that executor (MakeTransformerExecutor over the same model) to
+// charge each step a latency model's time. It must only use `model`'s objects, which the
+// engine keeps alive as long as the executor.
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngineFromLoadedModel(
-    const EngineOptions& options, std::unique_ptr<LoadedModel> model);
+    const EngineOptions& options, std::unique_ptr<LoadedModel> model,
+    std::unique_ptr<StepExecutor> executor = nullptr);
 
 // `config` supplies family, vocabulary, positions, mask/end ids and the logit shift.
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngineForTesting(

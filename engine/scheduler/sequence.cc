@@ -72,12 +72,12 @@ absl::Status CheckFinite(std::span<const RowStats> rows, int step) {
 }  // namespace
 
 void FinishPending(const PendingRequest& pending, absl::Status status, FinishReason reason,
-                   EngineObserver* observer) {
+                   absl::Time now, EngineObserver* observer) {
   FinalEvent event;
   event.status = std::move(status);
   event.reason = reason;
   event.stats.prompt_tokens = static_cast<int>(pending.prompt_ids.size());
-  const double waited = absl::ToDoubleSeconds(absl::Now() - pending.submit_time);
+  const double waited = absl::ToDoubleSeconds(now - pending.submit_time);
   event.stats.queue_seconds = waited;
   event.stats.total_seconds = waited;
   pending.sink->OnFinal(event);
@@ -210,6 +210,7 @@ void Sequence::EmitText(CommitEvent* event) {
 }
 
 absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info) {
+  deferred_steps_ = 0;
   const int step = decoder_.step();
   DLLM_RETURN_IF_ERROR(CheckFinite(rows, step));
   absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);
@@ -259,7 +260,8 @@ absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver:
   }
   if (!committed->empty()) {
     if (stats_.first_commit_seconds == 0) {
-      stats_.first_commit_seconds = absl::ToDoubleSeconds(absl::Now() - pending_.submit_time);
+      stats_.first_commit_seconds =
+          absl::ToDoubleSeconds(context_.clock->Now() - pending_.submit_time);
     }
     EmitText(&event);
     pending_.sink->OnCommit(event);
@@ -346,7 +348,7 @@ void Sequence::Finish(absl::Status status, FinishReason reason, EngineObserver* 
   if (!decoder_.finished()) event.text += utf8_.Finish();
   stats_.generated_tokens = static_cast<int>(event.token_ids.size());
   stats_.mean_committed_entropy = entropy_count_ ? entropy_sum_ / entropy_count_ : 0.0;
-  stats_.total_seconds = absl::ToDoubleSeconds(absl::Now() - pending_.submit_time);
+  stats_.total_seconds = absl::ToDoubleSeconds(context_.clock->Now() - pending_.submit_time);
   event.stats = stats_;
   pending_.sink->OnFinal(event);
   if (observer != nullptr) observer->OnRequestDone(pending_.request, event);

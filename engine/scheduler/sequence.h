@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/core/clock.h"
 #include "engine/decoding/cache_policy.h"
 #include "engine/decoding/decoder.h"
 #include "engine/decoding/utf8_stream.h"
@@ -48,11 +49,14 @@ struct SequenceContext {
   std::vector<int32_t> end_token_ids;
   bool shift_logits = false;  // Dream: row p-1 predicts p
   int vocab_size = 0;
+  // The time of request timings and deadlines; not owned, never null.
+  const Clock* clock = &SystemClock();
 };
 
 // Ends a request that never got admitted (cancelled or expired while queued, shutdown).
+// `now` is the time it ends (its queue time counts up to it).
 void FinishPending(const PendingRequest& pending, absl::Status status, FinishReason reason,
-                   EngineObserver* observer);
+                   absl::Time now, EngineObserver* observer);
 
 class Sequence {
  public:
@@ -70,6 +74,13 @@ class Sequence {
   // `tau_scale` (> 0) multiplies an EntropyCache τ (ShadowSteps::tau_scale).
   SequenceStep PlanStep(float tau_scale);
   bool planned_full() const { return plan_.full; }
+  int64_t planned_rows() const { return planned_rows_; }
+  // The row budget (row_budget.h): whether the planned step may wait, and how many steps in a
+  // row it has. Defer drops the planned step (PlanStep runs again next step); ApplyStep
+  // resets the count.
+  bool can_defer() const { return policy_->CanReplan(); }
+  int deferred_steps() const { return deferred_steps_; }
+  void Defer() { ++deferred_steps_; }
   KvHandle* kv() { return kv_.get(); }
 
   // For policies that decide from the forward (WantsAttentionMaps): shows the planned step's
@@ -133,6 +144,7 @@ class Sequence {
   float last_step_entropy_ = 0;  // E of the latest step (0 when it committed nothing)
   int64_t entropy_count_ = 0;
   bool done_ = false;
+  int deferred_steps_ = 0;
 };
 
 }  // namespace dllm

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/scheduler/row_budget.h"
 
 namespace dllm {
 
@@ -37,7 +38,7 @@ absl::Status Worker::Enqueue(PendingRequest request) {
   if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
     // Queued requests whose deadline passed (or that their caller cancelled) must not hold
     // a slot until the next step: move them out for the worker to finish, then re-check.
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.context.clock->Now();
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (now >= it->request.deadline || cancel_requests_.contains(it->id)) {
         evicted_.push_back(std::move(*it));
@@ -120,7 +121,7 @@ bool Worker::TakeWork(Intake* in) {
   in->cancels.swap(cancel_requests_);
   in->cancel_all = cancel_all_;
   in->cancel_all_message = cancel_all_message_;
-  SweepQueue(absl::Now(), in);
+  SweepQueue(options_.context.clock->Now(), in);
   AdmitFromQueue(in);
   return true;
 }
@@ -181,13 +182,13 @@ void Worker::AdmitFromQueue(Intake* in) {
 
 void Worker::ApplyIntake(Intake* in) {
   EngineObserver* observer = options_.observer;
+  const absl::Time now = options_.context.clock->Now();
   for (auto& [pending, status] : in->rejected) {
     const FinishReason reason = absl::IsCancelled(status)          ? FinishReason::kCancelled
                                 : absl::IsDeadlineExceeded(status) ? FinishReason::kDeadline
                                                                    : FinishReason::kError;
-    FinishPending(pending, status, reason, observer);
+    FinishPending(pending, status, reason, now, observer);
   }
-  const absl::Time now = absl::Now();
   for (auto& [pending, kv] : in->admitted) {
     active_.push_back(
         std::make_unique<Sequence>(std::move(pending), std::move(kv), options_.context, now));
@@ -214,6 +215,7 @@ void Worker::RunStep() {
   } catch (const std::exception& e) {
     failed = absl::InternalError(absl::StrCat("a decoding step failed: ", e.what()));
   }
+  RestoreDeferred();
   for (auto& seq : active_) seq->Finish(failed, FinishReason::kError, options_.observer);
 }
 
@@ -224,10 +226,12 @@ void Worker::RunStepUnchecked() {
   std::vector<KvHandle*> handles;
   batch.sequences.reserve(active_.size());
   handles.reserve(active_.size());
-  for (auto& seq : active_) {
-    batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
-    handles.push_back(seq->kv());
-  }
+  for (auto& seq : active_) batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
+  // Deferred sequences leave active_ for this step (their plan is dropped) and come back,
+  // in admission order, after it.
+  DeferPastRowBudget(&batch);
+  for (auto& seq : active_) handles.push_back(seq->kv());
+  info.deferred_sequences = static_cast<int>(deferred_.size());
   StepResult result;
   // The forward, and the shadow of one partial step when one is drawn (reported before the
   // commits below, which it does not change).
@@ -268,7 +272,45 @@ void Worker::RunStepUnchecked() {
   }
   info.seconds = shadow_.EndStep(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  RestoreDeferred();
   if (observer != nullptr) observer->OnStep(info);
+}
+
+void Worker::RestoreDeferred() {
+  if (deferred_.empty()) return;
+  for (auto& seq : deferred_) active_.push_back(std::move(seq));
+  deferred_.clear();
+  std::sort(active_.begin(), active_.end(),
+            [](const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) {
+              return a->id() < b->id();
+            });
+}
+
+void Worker::DeferPastRowBudget(StepBatch* batch) {
+  if (options_.max_step_rows <= 0) return;
+  std::vector<PlannedStep> planned;
+  planned.reserve(active_.size());
+  for (const auto& seq : active_) {
+    planned.push_back(PlannedStep{seq->planned_rows(), seq->planned_full(), seq->can_defer(),
+                                  seq->deferred_steps(), seq->id()});
+  }
+  const std::vector<bool> run =
+      SelectWithinRowBudget(planned, options_.max_step_rows, options_.max_deferred_steps);
+  size_t kept = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (run[i]) {
+      if (kept != i) {
+        active_[kept] = std::move(active_[i]);
+        batch->sequences[kept] = std::move(batch->sequences[i]);
+      }
+      ++kept;
+    } else {
+      active_[i]->Defer();
+      deferred_.push_back(std::move(active_[i]));
+    }
+  }
+  active_.resize(kept);
+  batch->sequences.resize(kept);
 }
 
 void Worker::RetireDone() {

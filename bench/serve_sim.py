@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Serving in virtual time: serve.py's open-loop measurements, predicted by the real engine
+(dllm-serve-sim) with each step priced by a latency profile.
+
+The engine in process decides every token with the model's real logits and schedules with
+the production worker; only the clock is simulated. Requests, arrivals (serve.arrival_times,
+the same seed) and settings are those of bench/serve.py and bench/serve_sweep.py, and the rows
+are serve.py's (serve.row_metrics), so bench/serve_report.py tables them alike.
+
+  # the calibration: a CPU profile from timed steps of real runs, every policy, batch 1-16
+  bench/serve_sim.py calibrate --model models/llada-cot --out bench/profiles/cpu-llada-cot.json
+
+  # validation: each open-loop row of a measured sweep below saturation, simulated
+  bench/serve_sim.py validate --profile bench/profiles/cpu-llada-cot.json \\
+      --measured docs/results/serving-llada-cot-b8.jsonl --out docs/results/sim-....jsonl
+
+  # projection: rates x batches (x row budgets) at another machine's costs; without
+  # --profile the same sweep runs in real time on this machine (the engine in process)
+  bench/serve_sim.py sweep --model models/llada-cot --profile bench/profiles/h100-llada8b-tp1.json \\
+      --batches 16,64 --rates 5,10,20 --settings entropy,dual --max-step-rows 0,1024 --out rows.jsonl
+
+docs/serving-simulation.md has the method, the profiles and the validation.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+from bench import serve
+from bench import serve_sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOAD = os.path.join(ROOT, "tools", "tasks", "data_cot", "test.jsonl")
+# The calibration's runs: every request at once (batch sizes from max_batch down to 1 as the
+# run drains), each policy of the sweep, at two max batches.
+CALIBRATION_SETTINGS = ["entropy", "dual", "elastic", "d2cache", "threshold"]
+FEATURES = ["rows", "key_rows", "map_key_rows", "predicted_rows", "sequences"]
+
+
+# ------------------------------------------------------------------ pure functions (tested)
+
+def timed_requests(tasks, settings, n, warmup, rate, burstiness, seed, max_tokens):
+    """The requests serve.py's run_row measures for `rate`: tasks and settings in plan order
+    after the warm-up, sent at serve.arrival_times."""
+    plan = [(tasks[i % len(tasks)], settings[i % len(settings)]) for i in range(warmup + n)]
+    measured = plan[warmup:]
+    times = serve.arrival_times(len(measured), rate, burstiness, random.Random(seed))
+    return [{"arrival_s": t, "prompt": task["prompt"], "max_tokens": max_tokens,
+             "label": label, "setting": setting, "task": task}
+            for t, (task, (label, setting)) in zip(times, measured)]
+
+
+def as_result(request, r):
+    """serve.run_one's record of one simulated request (times relative to its arrival)."""
+    chunks = r["chunks_s"]
+    ttft = chunks[0] - r["arrival_s"] if chunks else None
+    e2el = r["end_s"] - r["arrival_s"]
+    tokens = r["output_tokens"]
+    tpot = (e2el - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
+    return {"setting": r["label"], "status": r["status"], "output_tokens": tokens,
+            "ttft": ttft, "tpot": tpot, "e2el": e2el, "frontend": None,
+            "itl": [b - a for a, b in zip(chunks, chunks[1:])],
+            "correct": r["status"] == "OK" and serve.correct(request["task"], r["text"])}
+
+
+def sim_row(requests, results, rate, settings, slo, profile_name):
+    """serve.run_row's row for one simulated open-loop run."""
+    records = [as_result(q, r) for q, r in zip(requests, results)]
+    wall = max(r["end_s"] for r in results) - min(q["arrival_s"] for q in requests)
+    row = {"mode": "rate", "rate": rate, "protocol": "sim", "profile": profile_name,
+           "settings": [label for label, _ in settings], "slo_s": slo,
+           **serve.row_metrics(records, wall, slo)}
+    rows = sum(r["rows"] for r in results if r["status"] == "OK")
+    tokens = sum(r["output_tokens"] for r in results if r["status"] == "OK")
+    row["rows_per_token"] = rows / tokens if tokens else None
+    return row
+
+
+def nnls(x, y):
+    """Least squares with every coefficient >= 0 (Lawson-Hanson active set, small problems):
+    a fitted cost per row, key or sequence is never negative."""
+    import numpy as np
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    active = list(range(x.shape[1]))
+    while True:
+        coef = np.zeros(x.shape[1])
+        if active:
+            sol, *_ = np.linalg.lstsq(x[:, active], y, rcond=None)
+            coef[active] = sol
+        negative = [j for j in active if coef[j] < 0]
+        if not negative:
+            return coef
+        # Drop the most negative and refit.
+        active.remove(min(negative, key=lambda j: coef[j]))
+
+
+def fit_profile(steps, name, source):
+    """A latency profile fitted to step records (dllm-serve-sim --steps-out): a straight rows
+    curve from an intercept plus the linear terms, all >= 0."""
+    import numpy as np
+    x = np.array([[1.0] + [s[f] for f in FEATURES] for s in steps])
+    y = np.array([s["seconds"] for s in steps])
+    coef = nnls(x, y)
+    top = max(s["rows"] for s in steps)
+    pred = x @ coef
+    rel = np.abs(pred - y) / np.maximum(y, 1e-9)
+    profile = {
+        "name": name, "source": source,
+        "rows_seconds": [[0, coef[0]], [top, coef[0] + coef[1] * top]],
+        "key_row_seconds": coef[2], "map_key_row_seconds": coef[3],
+        "predicted_row_seconds": coef[4], "sequence_seconds": coef[5],
+        "fit": {"steps": len(steps), "median_abs_error": float(np.median(rel)),
+                "p90_abs_error": float(np.percentile(rel, 90)),
+                "total_seconds_ratio": float(pred.sum() / y.sum())},
+    }
+    return json.loads(json.dumps(profile, default=float))
+
+
+# ------------------------------------------------------------------ running dllm-serve-sim
+
+def run_sim(args, requests, max_batch, profile=None, steps_out=None, max_step_rows=0):
+    """dllm-serve-sim over `requests`; its per-request results, in order."""
+    with tempfile.TemporaryDirectory(prefix="dllm-serve-sim-") as d:
+        req_path, out_path = os.path.join(d, "requests.jsonl"), os.path.join(d, "out.jsonl")
+        with open(req_path, "w") as f:
+            for q in requests:
+                f.write(json.dumps({k: v for k, v in q.items() if k != "task"}) + "\n")
+        cmd = [os.path.join(args.bin_dir, "dllm-serve-sim"), "--model", args.model,
+               "--requests", req_path, "--out", out_path, "--max-batch", str(max_batch),
+               "--threads", str(args.threads)]
+        if profile:
+            cmd += ["--profile", profile]
+        if max_step_rows:
+            cmd += ["--max-step-rows", str(max_step_rows)]
+        if steps_out:
+            cmd += ["--steps-out", steps_out]
+        subprocess.run(cmd, check=True)
+        with open(out_path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def load_tasks(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def calibrate(args):
+    tasks = load_tasks(args.workload)
+    steps = []
+    for batch in args.batch_list:
+        for name in args.setting_list:
+            settings = [(name, serve_sweep.SETTINGS[name])]
+            reqs = timed_requests(tasks, settings, args.requests, 0, float("inf"), 1.0, 0,
+                                  serve_sweep.GEN)
+            with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as f:
+                run_sim(args, reqs, batch, steps_out=f.name)
+                got = [json.loads(line) for line in f if line.strip()]
+            # The first steps of a run pay for first touches of memory: left out.
+            steps += got[2:]
+            print("calibrate: %s batch %d: %d steps" % (name, batch, len(got)), file=sys.stderr)
+    profile = fit_profile(steps, args.name or "cpu-" + os.path.basename(args.model.rstrip("/")),
+                          args.source)
+    with open(args.out, "w") as f:
+        json.dump(profile, f, indent=1)
+        f.write("\n")
+    if args.steps_out:
+        with open(args.steps_out, "w") as f:
+            for s in steps:
+                f.write(json.dumps(s) + "\n")
+    print(json.dumps(profile["fit"]))
+
+
+def error(sim, measured):
+    return None if not measured else (sim - measured) / measured
+
+
+def validate(args):
+    with open(args.measured) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    open_rows = [r for r in rows if r.get("phase") == "open"
+                 and r.get("saturation_fraction", 1) <= args.max_fraction]
+    if not open_rows:
+        sys.exit("validate: no open-loop row at or below %.2f of saturation in %s"
+                 % (args.max_fraction, args.measured))
+    model = os.path.join(ROOT, "models", open_rows[0]["model"])
+    args.model = args.model or model
+    tasks = load_tasks(args.workload)
+    with open(args.profile) as f:
+        profile_name = json.load(f)["name"]
+    out = []
+    print("| setting | rate (req/s) | fraction | tok/s measured | sim | err | p50 E2EL ms "
+          "measured | sim | err | p99 E2EL ms measured | sim | err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for m in open_rows:
+        settings = [(label, serve_sweep.SETTINGS[label]) for label in m["settings"]]
+        reqs = timed_requests(tasks, settings, m["requests"], args.warmup, m["rate"],
+                              args.burstiness, args.seed, serve_sweep.GEN)
+        results = run_sim(args, reqs, m["max_batch"], profile=args.profile)
+        row = sim_row(reqs, results, m["rate"], settings, m["slo_s"], profile_name)
+        row.update(phase="validate", model=m["model"], max_batch=m["max_batch"],
+                   saturation_fraction=m.get("saturation_fraction"),
+                   measured={"output_throughput": m["output_throughput"],
+                             "e2el_median_ms": m["e2el_ms"]["median"],
+                             "e2el_p99_ms": m["e2el_ms"]["p99"], "accuracy": m["accuracy"]})
+        row["errors"] = {
+            "output_throughput": error(row["output_throughput"], m["output_throughput"]),
+            "e2el_median": error(row["e2el_ms"]["median"], m["e2el_ms"]["median"]),
+            "e2el_p99": error(row["e2el_ms"]["p99"], m["e2el_ms"]["p99"]),
+        }
+        out.append(row)
+        e = row["errors"]
+        print("| %s | %.3f | %.2f | %.1f | %.1f | %+.0f%% | %.0f | %.0f | %+.0f%% | %.0f | %.0f "
+              "| %+.0f%% |" % (
+                  "+".join(m["settings"]), m["rate"], m.get("saturation_fraction") or 0,
+                  m["output_throughput"], row["output_throughput"],
+                  100 * e["output_throughput"], m["e2el_ms"]["median"],
+                  row["e2el_ms"]["median"], 100 * e["e2el_median"], m["e2el_ms"]["p99"],
+                  row["e2el_ms"]["p99"], 100 * e["e2el_p99"]), flush=True)
+    write_rows(args.out, out)
+
+
+def sweep(args):
+    tasks = load_tasks(args.workload)
+    profile_name = "real time"  # no profile: the engine in process, on this machine's clock
+    if args.profile:
+        with open(args.profile) as f:
+            profile_name = json.load(f)["name"]
+    slo = serve.parse_slo(args.slo)
+    out = []
+    budgets = [int(b) for b in args.max_step_rows.split(",")]
+    for batch in args.batch_list:
+        for name in args.setting_list:
+            settings = [(name, serve_sweep.SETTINGS[name])]
+            for rate in [float(r) for r in args.rates.split(",")]:
+                reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
+                                      args.burstiness, args.seed, serve_sweep.GEN)
+                for budget in budgets:
+                    results = run_sim(args, reqs, batch, profile=args.profile,
+                                      max_step_rows=budget)
+                    row = sim_row(reqs, results, rate, settings, slo, profile_name)
+                    row.update(phase="projection", max_step_rows=budget, max_batch=batch,
+                               model=os.path.basename(args.model.rstrip("/")))
+                    out.append(row)
+                    print(serve.markdown([row]), flush=True)
+    write_rows(args.out, out)
+
+
+def write_rows(path, rows):
+    if not path:
+        return
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    print("wrote %s" % path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["calibrate", "validate", "sweep"])
+    ap.add_argument("--model", default="", help="model folder (validate: the rows' model)")
+    ap.add_argument("--profile", help="latency profile (validate, sweep)")
+    ap.add_argument("--measured", help="validate: serve_sweep.py's rows")
+    ap.add_argument("--max-fraction", type=float, default=0.95,
+                    help="validate: rows at most this fraction of saturation")
+    ap.add_argument("--workload", default=WORKLOAD)
+    ap.add_argument("--requests", type=int, default=24)
+    ap.add_argument("--warmup", type=int, default=2, help="serve.py's: skipped tasks")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--burstiness", type=float, default=1.0)
+    ap.add_argument("--slo", default=serve_sweep.SLO)
+    ap.add_argument("--rates", default="1")
+    ap.add_argument("--batches", default="8,16")
+    ap.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--max-step-rows", default="0",
+                    help="sweep: row budgets per step, comma-separated (0: none)")
+    ap.add_argument("--name", default="", help="calibrate: the profile's name")
+    ap.add_argument("--source", default="", help="calibrate: where and how it was measured")
+    ap.add_argument("--steps-out", help="calibrate: also write the step records")
+    ap.add_argument("--out", help="rows (validate, sweep) or the profile (calibrate)")
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    args = ap.parse_args(argv)
+    args.batch_list = [int(b) for b in args.batches.split(",")]
+    args.setting_list = [s for s in args.settings.split(",") if s]
+    unknown = [s for s in args.setting_list if s not in serve_sweep.SETTINGS]
+    if unknown:
+        ap.error("unknown settings %s (serve_sweep.SETTINGS: %s)"
+                 % (unknown, ", ".join(serve_sweep.SETTINGS)))
+    if args.command == "calibrate":
+        if not args.model or not args.out:
+            ap.error("calibrate needs --model and --out")
+        calibrate(args)
+    elif args.command == "validate":
+        if not args.profile or not args.measured:
+            ap.error("validate needs --profile and --measured")
+        validate(args)
+    else:
+        if not args.model:
+            ap.error("sweep needs --model (and --profile for virtual time)")
+        sweep(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""bench/serve_sim.py and dllm-serve-sim: the request plan and arrivals are serve.py's, the
+records are computed as serve.run_one computes them, the fit recovers known costs, and the
+simulator's virtual time is exact: a request alone takes its rows times the profile's cost
+per row, a burst takes its steps times a constant step cost, the tokens are those of a
+real-time run, and two virtual runs agree to the bit.
+
+  DLLM_BIN_DIR=build/bin /usr/bin/python3 -m tests.dllm_bench.test_serve_sim
+"""
+import argparse
+import json
+import math
+import os
+import random
+import tempfile
+import unittest
+
+from bench import serve
+from bench import serve_sim
+from bench import serve_sweep
+from tests import unittest_exit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class PureTest(unittest.TestCase):
+    def test_requests_are_serves_plan(self):
+        tasks = [{"prompt": "p%d" % i, "answer": str(i)} for i in range(5)]
+        settings = [("a", {"cache": {"policy": "none"}}), ("b", {"cache": {"policy": "dual"}})]
+        reqs = serve_sim.timed_requests(tasks, settings, 6, 2, 3.0, 1.0, 7, 32)
+        times = serve.arrival_times(6, 3.0, 1.0, random.Random(7))
+        self.assertEqual([q["arrival_s"] for q in reqs], times)
+        # serve.run_row's plan: task i % len(tasks), setting i % len(settings), after warm-up.
+        self.assertEqual([q["prompt"] for q in reqs], ["p2", "p3", "p4", "p0", "p1", "p2"])
+        self.assertEqual([q["label"] for q in reqs], ["a", "b", "a", "b", "a", "b"])
+        self.assertTrue(all(q["max_tokens"] == 32 for q in reqs))
+
+    def test_record_like_run_one(self):
+        q = {"task": {"prompt": "x", "answer": "42"}}
+        r = {"label": "s", "status": "OK", "output_tokens": 5, "text": "42",
+             "arrival_s": 1.0, "chunks_s": [1.5, 1.75, 2.5], "end_s": 3.0}
+        rec = serve_sim.as_result(q, r)
+        self.assertAlmostEqual(rec["ttft"], 0.5)
+        self.assertAlmostEqual(rec["e2el"], 2.0)
+        self.assertAlmostEqual(rec["tpot"], 1.5 / 4)
+        self.assertEqual([round(x, 9) for x in rec["itl"]], [0.25, 0.75])
+        self.assertTrue(rec["correct"])
+        r.update(status="DEADLINE_EXCEEDED", chunks_s=[])
+        rec = serve_sim.as_result(q, r)
+        self.assertIsNone(rec["ttft"])
+        self.assertFalse(rec["correct"])
+
+    def test_fit_recovers_known_costs(self):
+        rng = random.Random(1)
+        steps = []
+        for _ in range(200):
+            s = {"rows": rng.uniform(10, 2000), "key_rows": rng.uniform(1e3, 1e6),
+                 "map_key_rows": 0.0, "predicted_rows": rng.uniform(1, 100),
+                 "sequences": rng.randint(1, 16)}
+            s["seconds"] = (0.003 + 2e-5 * s["rows"] + 1e-8 * s["key_rows"]
+                            + 1e-4 * s["predicted_rows"] + 5e-4 * s["sequences"])
+            steps.append(s)
+        p = serve_sim.fit_profile(steps, "synthetic", "test")
+        self.assertAlmostEqual(p["rows_seconds"][0][1], 0.003, places=6)
+        top = p["rows_seconds"][1][0]
+        self.assertAlmostEqual((p["rows_seconds"][1][1] - 0.003) / top, 2e-5, places=9)
+        self.assertAlmostEqual(p["key_row_seconds"], 1e-8, places=12)
+        self.assertAlmostEqual(p["map_key_row_seconds"], 0, places=15)  # no data: none
+        self.assertAlmostEqual(p["predicted_row_seconds"], 1e-4, places=8)
+        self.assertAlmostEqual(p["sequence_seconds"], 5e-4, places=8)
+        self.assertLess(p["fit"]["p90_abs_error"], 1e-6)
+
+    def test_nnls_never_negative(self):
+        # y falls with the second column: plain least squares would give it a negative cost.
+        x = [[1, i, 10 - i] for i in range(10)]
+        y = [1 + 2 * i - 0.5 * (10 - i) for i in range(10)]
+        coef = serve_sim.nnls(x, y)
+        self.assertTrue(all(c >= 0 for c in coef), coef)
+
+
+def fifo_reference(steps, slots):
+    """(end step of each request, batch size of each step) when requests that all arrive at
+    once, needing `steps[i]` steps each, run first-in-first-out in `slots` slots, the first
+    starting alone and the others queued by the end of its first step (the simulator's
+    rule for a burst into an idle engine)."""
+    queue, active, ends, sizes, t = [0], [], [0] * len(steps), [], 0
+    while queue or active:
+        if t == 1:
+            queue += list(range(1, len(steps)))
+        while queue and len(active) < slots:
+            i = queue.pop(0)
+            active.append([i, steps[i]])
+        sizes.append(len(active))
+        t += 1
+        for a in active:
+            a[1] -= 1
+            if a[1] == 0:
+                ends[a[0]] = t
+        active = [a for a in active if a[1] > 0]
+    return ends, sizes
+
+
+@unittest.skipUnless(os.environ.get("DLLM_BIN_DIR"), "DLLM_BIN_DIR names the built binaries")
+class SimulatorTest(unittest.TestCase):
+    def setUp(self):
+        self.args = argparse.Namespace(bin_dir=os.environ["DLLM_BIN_DIR"], threads=1,
+                                       model=os.path.join(ROOT, "models", "llada-tiny"))
+        self.dir = tempfile.TemporaryDirectory(prefix="dllm-test-serve-sim-")
+        with open(os.path.join(ROOT, "tools", "tasks", "data", "test.jsonl")) as f:
+            self.tasks = [json.loads(line) for line in f if line.strip()]
+        self.settings = [("entropy", serve_sweep.SETTINGS["entropy"]),
+                         ("dual", serve_sweep.SETTINGS["dual"])]
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def profile(self, body):
+        path = os.path.join(self.dir.name, "profile-%d.json" % len(os.listdir(self.dir.name)))
+        with open(path, "w") as f:
+            json.dump(dict(name="test", **body), f)
+        return path
+
+    def test_alone_a_request_costs_its_rows(self):
+        # One request at a time (100 s apart); 1 ms per row and nothing else: each request's
+        # E2EL is its own rows (the engine's count) in ms, its first chunk a whole number of
+        # steps after arrival.
+        per_row = self.profile({"rows_seconds": [[0, 0], [1000, 1.0]]})
+        reqs = serve_sim.timed_requests(self.tasks, self.settings, 4, 0, 0.01, 1.0, 0, 16)
+        self.assertEqual({q["label"] for q in reqs}, {"entropy", "dual"})
+        for i, q in enumerate(reqs):
+            q["arrival_s"] = 100.0 * i
+        results = serve_sim.run_sim(self.args, reqs, 4, profile=per_row)
+        for q, r in zip(reqs, results):
+            self.assertEqual(r["status"], "OK", r)
+            self.assertGreater(r["rows"], 0)
+            self.assertAlmostEqual(r["end_s"] - q["arrival_s"], r["rows"] * 1e-3, places=6)
+            self.assertGreater(len(r["chunks_s"]), 0)
+
+    def test_burst_follows_fifo_batching_at_a_constant_step_cost(self):
+        # Every request at once, 4 slots, 10 ms per step whatever it computes. Given each
+        # request's own step count, first-in-first-out continuous batching (a freed slot
+        # taken at the next step) fixes every end time and each step's batch size; the
+        # simulator must match that reference exactly.
+        flat = self.profile({"rows_seconds": [[0, 0.01]]})
+        one_per_step = [("one", {"decoding": {"schedule": "block", "block_length": 16,
+                                              "confidence_threshold": 0},
+                                 "cache": {"policy": "entropy"}})]
+        reqs = serve_sim.timed_requests(self.tasks, one_per_step, 10, 0, math.inf, 1.0, 0, 16)
+        steps = os.path.join(self.dir.name, "steps.jsonl")
+        results = serve_sim.run_sim(self.args, reqs, 4, profile=flat, steps_out=steps)
+        with open(steps) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        self.assertTrue(all(r["status"] == "OK" for r in results), results)
+        ends, batch_sizes = fifo_reference([r["steps"] for r in results], 4)
+        self.assertEqual([r["sequences"] for r in records], batch_sizes)
+        for r, end in zip(results, ends):
+            self.assertAlmostEqual(r["end_s"], end * 0.01, places=6)
+            for t in r["chunks_s"]:
+                self.assertAlmostEqual(t / 0.01, round(t / 0.01), places=4)
+        self.assertGreater(len(set(ends)), 1)  # some requests waited for a slot
+
+    def test_virtual_runs_repeat_and_keep_the_real_tokens(self):
+        h100 = os.path.join(ROOT, "bench", "profiles", "h100-llada8b-tp1.json")
+        reqs = serve_sim.timed_requests(self.tasks, self.settings, 8, 0, 20.0, 1.0, 3, 16)
+        a = serve_sim.run_sim(self.args, reqs, 4, profile=h100)
+        b = serve_sim.run_sim(self.args, reqs, 4, profile=h100)
+        self.assertEqual(a, b)
+        real = serve_sim.run_sim(self.args, reqs, 4)
+        self.assertEqual([r["text"] for r in a], [r["text"] for r in real])
+        self.assertTrue(all(r["status"] == "OK" for r in a))
+        # The rows a serve.py row reads.
+        row = serve_sim.sim_row(reqs, a, 20.0, self.settings, {"e2el": 1.0}, "h100")
+        self.assertEqual(row["by_status"], {"OK": 8})
+        self.assertEqual(row["protocol"], "sim")
+        self.assertGreater(row["output_throughput"], 0)
+
+    def test_bad_input_is_named(self):
+        bad = os.path.join(self.dir.name, "bad.jsonl")
+        out = os.path.join(self.dir.name, "out.jsonl")
+        binary = os.path.join(self.args.bin_dir, "dllm-serve-sim")
+        cases = [
+            ('{"prompt": "x"}', "arrival_s"),
+            ('{"arrival_s": 1, "prompt": "x"}\n{"arrival_s": 0.5, "prompt": "y"}', "in order"),
+            ('{"arrival_s": 0, "prompt": "x", "setting": {"cache": {"taux": 1}}}',
+             "unknown field cache.taux"),
+            ('{"arrival_s": 0, "prompt": "x", "setting": {"decoding": {"schedule": "zig"}}}',
+             "decoding.schedule"),
+            ("not json", "not a JSON object"),
+        ]
+        import subprocess
+        for text, message in cases:
+            with open(bad, "w") as f:
+                f.write(text + "\n")
+            p = subprocess.run([binary, "--model", self.args.model, "--requests", bad,
+                                "--out", out, "--threads", "1"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 2, (text, p.stderr))
+            self.assertIn(message, p.stderr, text)
+            self.assertIn("bad.jsonl:", p.stderr)
+        p = subprocess.run([binary, "--model", self.args.model, "--requests", bad, "--out", out,
+                            "--profile", os.path.join(self.dir.name, "none.json")],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("none.json", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest_exit.main()
