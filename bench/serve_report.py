@@ -97,36 +97,51 @@ def pct(v):
 
 
 def validate_table(rows):
-    """bench/serve_sim.py validate: each measured open-loop row against its simulation."""
+    """bench/serve_sim.py validate: each measured open-loop row against its simulation, and
+    against the same requests run in real time in process (mean of the repeats, and how far
+    single repeats fell from their mean: the noise floor)."""
+    def cell(r, key, measured, simulated, digits):
+        text = "%s / " % fmt(measured, digits)
+        if "real" in r:
+            values = r["real"][key]
+            text += "%s ±%s / " % (fmt(sum(values) / len(values), digits),
+                                   pct(r["real_spread"][key])[1:])
+        text += "%s (%s" % (fmt(simulated, digits), pct(r["errors"][key]))
+        if "real" in r:
+            text += ", %s" % pct(r["errors_vs_real_mean"][key])
+        return text + ")"
     body = []
     for r in rows:
-        m, e = r["measured"], r["errors"]
+        m = r["measured"]
         body.append([r["settings"][0], "%.1f" % r["saturation_fraction"], fmt(r["rate"], 2),
-                     "%s / %s (%s)" % (fmt(m["output_throughput"]), fmt(r["output_throughput"]),
-                                       pct(e["output_throughput"])),
-                     "%s / %s (%s)" % (fmt(m["e2el_median_ms"], 0),
-                                       fmt(r["e2el_ms"]["median"], 0), pct(e["e2el_median"])),
-                     "%s / %s (%s)" % (fmt(m["e2el_p99_ms"], 0), fmt(r["e2el_ms"]["p99"], 0),
-                                       pct(e["e2el_p99"])),
+                     cell(r, "output_throughput", m["output_throughput"],
+                          r["output_throughput"], 0),
+                     cell(r, "e2el_median", m["e2el_median_ms"], r["e2el_ms"]["median"], 0),
+                     cell(r, "e2el_p99", m["e2el_p99_ms"], r["e2el_ms"]["p99"], 0),
                      "%s / %s" % (fmt(m["accuracy"], 3), fmt(r["accuracy"], 3))])
-    return table(["setting", "x saturation", "offered req/s",
-                  "out tok/s measured / simulated (error)", "E2EL p50 ms", "E2EL p99 ms",
-                  "accuracy"], body)
+    head = ("HTTP / in-process real (spread) / simulated (error vs HTTP, vs real)"
+            if any("real" in r for r in rows) else "measured / simulated (error)")
+    return table(["setting", "x saturation", "offered req/s", "out tok/s: " + head,
+                  "E2EL p50 ms", "E2EL p99 ms", "accuracy HTTP / simulated"], body)
 
 
 def projection_table(rows):
-    """bench/serve_sim.py sweep: per max batch, setting, offered rate and row budget."""
-    body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 1),
-             str(r.get("max_step_rows") or "-"),
-             "%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
+    """bench/serve_sim.py sweep: per max batch, setting and offered rate (and row budget, for
+    the rows of the row-budget experiment that have one)."""
+    budgets = any("max_step_rows" in r for r in rows)
+    body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 2)] +
+            ([str(r.get("max_step_rows") or "-")] if budgets else []) +
+            ["%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
              fmt(r["request_throughput"], 2), fmt(r["output_throughput"], 0),
              fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
              "%s / %s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p99"], 0)),
-             "%s / %s" % (fmt(r["itl_ms"]["median"], 0), fmt(r["itl_ms"]["p99"], 0)),
+             "%s / %s" % (fmt(r["step_interval_ms"]["median"], 0),
+                          fmt(r["step_interval_ms"]["p99"], 0)),
              fmt(r.get("rows_per_token"), 1)] for r in rows]
-    return table(["max batch", "setting", "offered req/s", "row budget", "ok/requests",
-                  "accuracy", "served req/s", "out tok/s", "SLO attainment", "correct goodput",
-                  "E2EL p50 / p99 ms", "ITL p50 / p99 ms", "rows/token"], body)
+    return table(["max batch", "setting", "offered req/s"] + (["row budget"] if budgets else []) +
+                 ["ok/requests", "accuracy", "served req/s", "out tok/s", "SLO attainment",
+                  "correct goodput", "E2EL p50 / p99 ms", "step interval p50 / p99 ms",
+                  "rows/token"], body)
 
 
 def report(path):
@@ -137,7 +152,8 @@ def report(path):
     first = rows[0]
     if first.get("protocol") == "sim":
         out = ["**%s, %s** (`%s`; profile `%s`; SLO %s)" % (
-            first["model"], "validation" if first["phase"] == "validate" else "projection",
+            first["model"], "validation" if first["phase"] == "validate" else
+            "in process, real time" if first["profile"] == "real time" else "simulated",
             os.path.basename(path), first["profile"],
             ", ".join("%s <= %g ms" % (k, 1e3 * v) for k, v in first["slo_s"].items())), ""]
         if first["phase"] == "validate":

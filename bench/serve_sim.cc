@@ -19,19 +19,19 @@
 // family's defaults, as in dllm-server.
 // Output (--out, JSONL), one line per request in input order:
 //   {"index", "label", "status" (OK or the status code's name), "output_tokens", "text",
-//    "arrival_s", "chunks_s" (times of the commits that carried text), "end_s", "steps",
-//    "rows"}
+//    "arrival_s", "chunks_s" (times of the commits that carried text), "steps_s" (the end of
+//    each of its steps), "end_s", "steps", "rows"}
 // --steps-out (JSONL), one line per step: {"rows", "key_rows", "map_key_rows",
-//   "predicted_rows", "sequences", "full_sequences", "partial_sequences",
-//   "deferred_sequences" (waiting for the row budget), "seconds" (measured
+//   "predicted_rows", "sequences", "full_sequences", "partial_sequences", "seconds" (measured
 //   wall time of the step), "virtual_seconds" (the profile's, with --profile)}.
 //
 // Usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE]
 //          [--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0]
-//          [--kv-budget-bytes 1073741824] [--max-step-rows 0] [--max-deferred-steps 4]
+//          [--kv-budget-bytes 1073741824]
 // Exit: 0 when every request ended (whatever its status), 2 on bad input, 1 otherwise.
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -62,8 +62,6 @@ ABSL_FLAG(int, max_batch, 8, "engine.max_batch_sequences");
 ABSL_FLAG(int, queue_capacity, 256, "engine.queue_capacity");
 ABSL_FLAG(int, threads, 0, "CPU threads (0: one per hardware thread)");
 ABSL_FLAG(int64_t, kv_budget_bytes, int64_t{1} << 30, "engine.kv_budget_bytes");
-ABSL_FLAG(int64_t, max_step_rows, 0, "engine.max_step_rows (row budget per step; 0: none)");
-ABSL_FLAG(int, max_deferred_steps, 4, "engine.max_deferred_steps");
 
 namespace dllm::bench {
 namespace {
@@ -72,8 +70,6 @@ struct Options {
   std::string model_dir, requests_path, out_path, profile_path, steps_path;
   int max_batch = 8, queue_capacity = 256, threads = 0;
   int64_t kv_budget_bytes = int64_t{1} << 30;
-  int64_t max_step_rows = 0;
-  int max_deferred_steps = 4;
 };
 
 struct TimedRequest {
@@ -87,6 +83,7 @@ struct Result {
   int output_tokens = 0;
   std::string text;
   std::vector<double> chunks_s;
+  std::vector<double> steps_s;  // the end of each of its denoising steps
   double end_s = 0;
   int steps = 0;
   int64_t rows = 0;
@@ -154,6 +151,7 @@ absl::StatusOr<std::vector<TimedRequest>> ReadRequests(const std::string& path,
     r.request.max_new_tokens = j.value("max_tokens", info.default_max_new_tokens);
     r.request.decoding = info.default_decoding;
     r.request.cache = info.default_cache;
+    r.request.step_events = true;  // the time of each of its steps (Result::steps_s)
     if (j.contains("setting")) {
       if (absl::Status s = ApplySetting(j["setting"], &r.request.decoding, &r.request.cache);
           !s.ok()) {
@@ -187,8 +185,6 @@ class Simulation final : public EngineObserver {
     eo.max_batch_sequences = options_.max_batch;
     eo.queue_capacity = options_.queue_capacity;
     eo.kv_budget_bytes = options_.kv_budget_bytes;
-    eo.max_step_rows = options_.max_step_rows;
-    eo.max_deferred_steps = options_.max_deferred_steps;
     eo.max_new_tokens_limit = 1 << 20;
     eo.observer = this;
     if (model_) eo.clock = &clock_;
@@ -199,7 +195,9 @@ class Simulation final : public EngineObserver {
     return absl::OkStatus();
   }
 
-  // Sends every request at its time and returns once each has ended.
+  // Sends every request at its time and returns once each has ended and the engine has
+  // stopped (its worker may still end the step in which the last request finished, calling
+  // OnStep, after the last final event).
   void Run() {
     wall_start_ = std::chrono::steady_clock::now();
     if (model_) {
@@ -207,9 +205,13 @@ class Simulation final : public EngineObserver {
     } else {
       RunReal();
     }
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
+    }
+    engine_.reset();
+    executor_ = nullptr;
   }
 
   void Write(std::FILE* out) const {
@@ -222,6 +224,7 @@ class Simulation final : public EngineObserver {
                           {"text", r.text},
                           {"arrival_s", requests_[i].arrival_s},
                           {"chunks_s", r.chunks_s},
+                          {"steps_s", r.steps_s},
                           {"end_s", r.end_s},
                           {"steps", r.steps},
                           {"rows", r.rows}};
@@ -251,7 +254,6 @@ class Simulation final : public EngineObserver {
                         {"sequences", cost.sequences},
                         {"full_sequences", info.full_sequences},
                         {"partial_sequences", info.partial_sequences},
-                        {"deferred_sequences", info.deferred_sequences},
                         {"seconds", info.seconds}};
     if (model_) j["virtual_seconds"] = model_->Seconds(cost);
     std::fprintf(steps_out_, "%s\n", j.dump().c_str());
@@ -263,6 +265,9 @@ class Simulation final : public EngineObserver {
     Sink(Simulation* sim, size_t index) : sim_(sim), index_(index) {}
     void OnCommit(const CommitEvent& event) override {
       if (!event.text_delta.empty()) sim_->results_[index_].chunks_s.push_back(sim_->now_s());
+    }
+    void OnStep(const StepEvent&) override {
+      sim_->results_[index_].steps_s.push_back(sim_->now_s());
     }
     void OnFinal(const FinalEvent& event) override {
       Result& r = sim_->results_[index_];
@@ -396,15 +401,13 @@ int Main(const Options& o) {
   return 0;
 }
 
-}  // namespace
-}  // namespace dllm::bench
-
-int main(int argc, char** argv) {
+// The command line, then Main.
+int Run(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE] "
       "[--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0] "
-      "[--kv-budget-bytes N] [--max-step-rows 0] [--max-deferred-steps 4]\n";
-  dllm::bench::Options o;
+      "[--kv-budget-bytes N]\n";
+  Options o;
   bool help = false;
   const absl::Status st = dllm::cli::ParseFlags(
       std::vector<std::string>(argv + 1, argv + argc), {},
@@ -422,8 +425,6 @@ int main(int argc, char** argv) {
         o.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
         o.threads = absl::GetFlag(FLAGS_threads);
         o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_bytes);
-        o.max_step_rows = absl::GetFlag(FLAGS_max_step_rows);
-        o.max_deferred_steps = absl::GetFlag(FLAGS_max_deferred_steps);
         if (help) return absl::OkStatus();
         for (const auto& [flag, value] :
              {std::pair<const char*, const std::string*>{"--model", &o.model_dir},
@@ -436,10 +437,6 @@ int main(int argc, char** argv) {
           return absl::InvalidArgumentError("--queue-capacity must be >= 1");
         }
         if (o.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
-        if (o.max_step_rows < 0) return absl::InvalidArgumentError("--max-step-rows must be >= 0");
-        if (o.max_deferred_steps < 0) {
-          return absl::InvalidArgumentError("--max-deferred-steps must be >= 0");
-        }
         return absl::OkStatus();
       });
   if (help) {
@@ -450,5 +447,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dllm-serve-sim: %s\n%s", std::string(st.message()).c_str(), kUsage);
     return 2;
   }
-  return dllm::bench::Main(o);
+  return Main(o);
+}
+
+}  // namespace
+}  // namespace dllm::bench
+
+int main(int argc, char** argv) {
+  // An allocation or a thread that fails says so and exits 1 rather than aborting.
+  try {
+    return dllm::bench::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dllm-serve-sim: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "dllm-serve-sim: unknown exception\n");
+  }
+  return 1;
 }

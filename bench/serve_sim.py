@@ -14,10 +14,11 @@ are serve.py's (serve.row_metrics), so bench/serve_report.py tables them alike.
   bench/serve_sim.py validate --profile bench/profiles/cpu-llada-cot.json \\
       --measured docs/results/serving-llada-cot-b8.jsonl --out docs/results/sim-....jsonl
 
-  # projection: rates x batches (x row budgets) at another machine's costs; without
-  # --profile the same sweep runs in real time on this machine (the engine in process)
-  bench/serve_sim.py sweep --model models/llada-cot --profile bench/profiles/h100-llada8b-tp1.json \\
-      --batches 16,64 --rates 5,10,20 --settings entropy,dual --max-step-rows 0,1024 --out rows.jsonl
+  # projection: rates x batches at another machine's costs; without --profile the same
+  # sweep runs in real time on this machine (the engine in process)
+  bench/serve_sim.py sweep --model models/llada-cot \\
+      --profile bench/profiles/h100-llada8b-tp1.json --batches 16,64 --rates 5,10,20 \\
+      --settings entropy,dual --out rows.jsonl
 
 docs/serving-simulation.md has the method, the profiles and the validation.
 """
@@ -30,6 +31,7 @@ import sys
 import tempfile
 
 from bench import serve
+from bench import serve_report
 from bench import serve_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,6 +75,11 @@ def sim_row(requests, results, rate, settings, slo, profile_name):
     row = {"mode": "rate", "rate": rate, "protocol": "sim", "profile": profile_name,
            "settings": [label for label, _ in settings], "slo_s": slo,
            **serve.row_metrics(records, wall, slo)}
+    # A diffusion model's pace: the time between one sequence's consecutive denoising steps
+    # (ITL, between text chunks, also waits for the prefix to complete).
+    row["step_interval_ms"] = serve.summary_ms(
+        [b - a for r in results if r["status"] == "OK"
+         for a, b in zip(r["steps_s"], r["steps_s"][1:])])
     rows = sum(r["rows"] for r in results if r["status"] == "OK")
     tokens = sum(r["output_tokens"] for r in results if r["status"] == "OK")
     row["rows_per_token"] = rows / tokens if tokens else None
@@ -121,7 +128,7 @@ def fit_profile(steps, name, source):
 
 # ------------------------------------------------------------------ running dllm-serve-sim
 
-def run_sim(args, requests, max_batch, profile=None, steps_out=None, max_step_rows=0):
+def run_sim(args, requests, max_batch, profile=None, steps_out=None):
     """dllm-serve-sim over `requests`; its per-request results, in order."""
     with tempfile.TemporaryDirectory(prefix="dllm-serve-sim-") as d:
         req_path, out_path = os.path.join(d, "requests.jsonl"), os.path.join(d, "out.jsonl")
@@ -133,8 +140,6 @@ def run_sim(args, requests, max_batch, profile=None, steps_out=None, max_step_ro
                "--threads", str(args.threads)]
         if profile:
             cmd += ["--profile", profile]
-        if max_step_rows:
-            cmd += ["--max-step-rows", str(max_step_rows)]
         if steps_out:
             cmd += ["--steps-out", steps_out]
         subprocess.run(cmd, check=True)
@@ -200,6 +205,10 @@ def validate(args):
                               args.burstiness, args.seed, serve_sweep.GEN)
         results = run_sim(args, reqs, m["max_batch"], profile=args.profile)
         row = sim_row(reqs, results, m["rate"], settings, m["slo_s"], profile_name)
+        # The same requests on this machine's clock, in process (the front end left out),
+        # a few times: their mean is a second target and their spread the noise floor.
+        real = [sim_row(reqs, run_sim(args, reqs, m["max_batch"]), m["rate"], settings,
+                        m["slo_s"], "real time") for _ in range(args.real_repeats)]
         row.update(phase="validate", model=m["model"], max_batch=m["max_batch"],
                    saturation_fraction=m.get("saturation_fraction"),
                    measured={"output_throughput": m["output_throughput"],
@@ -210,6 +219,17 @@ def validate(args):
             "e2el_median": error(row["e2el_ms"]["median"], m["e2el_ms"]["median"]),
             "e2el_p99": error(row["e2el_ms"]["p99"], m["e2el_ms"]["p99"]),
         }
+        if real:
+            mean = lambda f: sum(f(r) for r in real) / len(real)  # noqa: E731
+            figures = {"output_throughput": lambda r: r["output_throughput"],
+                       "e2el_median": lambda r: r["e2el_ms"]["median"],
+                       "e2el_p99": lambda r: r["e2el_ms"]["p99"]}
+            row["real"] = {k: [f(r) for r in real] for k, f in figures.items()}
+            row["errors_vs_real_mean"] = {k: error(f(row), mean(f))
+                                          for k, f in figures.items()}
+            # How far single real runs fall from their own mean: the noise floor.
+            row["real_spread"] = {k: max(abs(error(f(r), mean(f))) for r in real)
+                                  for k, f in figures.items()}
         out.append(row)
         e = row["errors"]
         print("| %s | %.3f | %.2f | %.1f | %.1f | %+.0f%% | %.0f | %.0f | %+.0f%% | %.0f | %.0f "
@@ -230,21 +250,18 @@ def sweep(args):
             profile_name = json.load(f)["name"]
     slo = serve.parse_slo(args.slo)
     out = []
-    budgets = [int(b) for b in args.max_step_rows.split(",")]
     for batch in args.batch_list:
         for name in args.setting_list:
             settings = [(name, serve_sweep.SETTINGS[name])]
             for rate in [float(r) for r in args.rates.split(",")]:
                 reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
                                       args.burstiness, args.seed, serve_sweep.GEN)
-                for budget in budgets:
-                    results = run_sim(args, reqs, batch, profile=args.profile,
-                                      max_step_rows=budget)
-                    row = sim_row(reqs, results, rate, settings, slo, profile_name)
-                    row.update(phase="projection", max_step_rows=budget, max_batch=batch,
-                               model=os.path.basename(args.model.rstrip("/")))
-                    out.append(row)
-                    print(serve.markdown([row]), flush=True)
+                results = run_sim(args, reqs, batch, profile=args.profile)
+                row = sim_row(reqs, results, rate, settings, slo, profile_name)
+                row.update(phase="projection", max_batch=batch,
+                           model=os.path.basename(args.model.rstrip("/")))
+                out.append(row)
+                print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
     write_rows(args.out, out)
 
 
@@ -265,6 +282,8 @@ def main(argv=None):
     ap.add_argument("--measured", help="validate: serve_sweep.py's rows")
     ap.add_argument("--max-fraction", type=float, default=0.95,
                     help="validate: rows at most this fraction of saturation")
+    ap.add_argument("--real-repeats", type=int, default=0,
+                    help="validate: also run each point this many times in real time")
     ap.add_argument("--workload", default=WORKLOAD)
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--warmup", type=int, default=2, help="serve.py's: skipped tasks")
@@ -275,8 +294,6 @@ def main(argv=None):
     ap.add_argument("--batches", default="8,16")
     ap.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--max-step-rows", default="0",
-                    help="sweep: row budgets per step, comma-separated (0: none)")
     ap.add_argument("--name", default="", help="calibrate: the profile's name")
     ap.add_argument("--source", default="", help="calibrate: where and how it was measured")
     ap.add_argument("--steps-out", help="calibrate: also write the step records")

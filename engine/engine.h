@@ -183,9 +183,7 @@ class EngineObserver {
     int sequences = 0;       // batch size of this step
     int full_sequences = 0;  // sequences that did a full refresh
     int partial_sequences = 0;
-    int64_t rows = 0;  // query rows over the whole batch
-    // Sequences whose full refresh waited for the row budget (not in `sequences`).
-    int deferred_sequences = 0;
+    int64_t rows = 0;    // query rows over the whole batch
     double seconds = 0;  // wall time of the step (plan + forward + commit)
     double decision_seconds = 0;
     std::vector<float> committed_entropies;  // one per token committed this step
@@ -217,10 +215,6 @@ struct EngineOptions {
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
   int cpu_threads = 0;      // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
-  // Row budget per step: 0 = none; else a full refresh that would take a step's query rows
-  // past it waits a step, at most max_deferred_steps in a row (engine/scheduler/row_budget.h).
-  int64_t max_step_rows = 0;
-  int max_deferred_steps = 4;
   ShadowOptions shadow;                // shadow sampling and τ autotuning; off by default
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
   // The time of deadlines and request timings; not owned, must outlive the engine. Null: the

@@ -72,8 +72,6 @@ class EngineImpl final : public Engine {
     WorkerOptions worker;
     worker.max_batch_sequences = std::max(1, options.max_batch_sequences);
     worker.queue_capacity = std::max(0, options.queue_capacity);
-    worker.max_step_rows = std::max<int64_t>(0, options.max_step_rows);
-    worker.max_deferred_steps = std::max(0, options.max_deferred_steps);
     worker.context.tokenizer = tokenizer_;
     worker.context.mask_token_id = config.mask_token_id;
     worker.context.vocab_size = config.vocab_size;

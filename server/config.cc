@@ -446,10 +446,6 @@ absl::Status ValidateEngineSection(const EngineSection& e) {
     return st;
   }
   if (auto st = CheckRange("engine.cpu_threads", e.cpu_threads, 0, 1024); !st.ok()) return st;
-  if (e.max_step_rows < 0) return Invalid("engine.max_step_rows", "must be >= 0 (0: no budget)");
-  if (auto st = CheckRange("engine.max_deferred_steps", e.max_deferred_steps, 0, 1024); !st.ok()) {
-    return st;
-  }
   return absl::OkStatus();
 }
 
@@ -579,8 +575,6 @@ void ReadEngineSection(MapReader& top, std::string* error, EngineSection* e) {
   r.Read("kv_budget_bytes", &e->kv_budget_bytes);
   r.Read("queue_capacity", &e->queue_capacity);
   r.Read("cpu_threads", &e->cpu_threads);
-  r.Read("max_step_rows", &e->max_step_rows);
-  r.Read("max_deferred_steps", &e->max_deferred_steps);
   r.CheckUnknownKeys();
 }
 

@@ -65,8 +65,6 @@ struct EngineSection {
   int64_t kv_budget_bytes = int64_t{1} << 30;
   int queue_capacity = 64;
   int cpu_threads = 0;
-  int64_t max_step_rows = 0;   // row budget per step; 0 = none (engine/scheduler/row_budget.h)
-  int max_deferred_steps = 4;  // steps in a row a full refresh may wait for it
 };
 
 // Server-wide defaults for unset request fields: the `decoding:` and `cache:` keys named in

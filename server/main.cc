@@ -314,8 +314,6 @@ EngineOptions EngineOptionsFor(const ServerConfig& config, ServerMetrics* metric
   options.kv_budget_bytes = config.engine.kv_budget_bytes;
   options.queue_capacity = config.engine.queue_capacity;
   options.cpu_threads = config.engine.cpu_threads;
-  options.max_step_rows = config.engine.max_step_rows;
-  options.max_deferred_steps = config.engine.max_deferred_steps;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics;
   options.shadow.sample_rate = config.cache.shadow_sample_rate;

@@ -69,7 +69,6 @@ namespace {
 class NonePolicy final : public CachePolicy {
  public:
   StepPlan Plan(const PlanInput&) override { return StepPlan{true, {}}; }
-  bool CanReplan() const override { return true; }
   void Observe(int, std::span<const CommittedToken>) override {}
 };
 
@@ -83,8 +82,6 @@ class RecentKPolicy : public CachePolicy {
   void Observe(int step, std::span<const CommittedToken> committed) override {
     history_.Record(step, committed);
   }
-  // Plan reads the history and the last step's outcome only.
-  bool CanReplan() const override { return true; }
 
  protected:
   StepPlan Partial(const PlanInput& input) const {
@@ -139,7 +136,6 @@ class IntervalPolicy final : public RecentKPolicy {
 class BlockRefreshPolicy final : public CachePolicy {
  public:
   explicit BlockRefreshPolicy(bool through_canvas_end) : through_canvas_end_(through_canvas_end) {}
-  bool CanReplan() const override { return true; }
   StepPlan Plan(const PlanInput& input) override {
     if (input.block_start || input.step == 0) return StepPlan{true, {}};
     StepPlan plan{false, {}};

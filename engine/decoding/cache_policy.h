@@ -124,10 +124,6 @@ class CachePolicy {
   virtual StepPlan Plan(const PlanInput& input) = 0;
   // Whether the forward of each step should compute attention maps for ObserveForward.
   virtual bool WantsAttentionMaps() const { return false; }
-  // Whether Plan changes nothing: a step planned and not run, then planned again with the
-  // same input, gets the same plan. The worker's row budget defers only such steps
-  // (engine/scheduler/row_budget.h).
-  virtual bool CanReplan() const { return false; }
   // After the forward of a planned step, before Observe of the same step.
   virtual void ObserveForward(const ForwardOutcome& outcome) {}
   // After ObserveForward of a step's forward: > 0 asks for the step's layers

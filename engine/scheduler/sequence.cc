@@ -210,7 +210,6 @@ void Sequence::EmitText(CommitEvent* event) {
 }
 
 absl::Status Sequence::ApplyStep(std::span<const RowStats> rows, EngineObserver::StepInfo* info) {
-  deferred_steps_ = 0;
   const int step = decoder_.step();
   DLLM_RETURN_IF_ERROR(CheckFinite(rows, step));
   absl::StatusOr<std::vector<CommittedToken>> committed = decoder_.Commit(rows);

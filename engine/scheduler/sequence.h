@@ -74,13 +74,6 @@ class Sequence {
   // `tau_scale` (> 0) multiplies an EntropyCache τ (ShadowSteps::tau_scale).
   SequenceStep PlanStep(float tau_scale);
   bool planned_full() const { return plan_.full; }
-  int64_t planned_rows() const { return planned_rows_; }
-  // The row budget (row_budget.h): whether the planned step may wait, and how many steps in a
-  // row it has. Defer drops the planned step (PlanStep runs again next step); ApplyStep
-  // resets the count.
-  bool can_defer() const { return policy_->CanReplan(); }
-  int deferred_steps() const { return deferred_steps_; }
-  void Defer() { ++deferred_steps_; }
   KvHandle* kv() { return kv_.get(); }
 
   // For policies that decide from the forward (WantsAttentionMaps): shows the planned step's
@@ -144,7 +137,6 @@ class Sequence {
   float last_step_entropy_ = 0;  // E of the latest step (0 when it committed nothing)
   int64_t entropy_count_ = 0;
   bool done_ = false;
-  int deferred_steps_ = 0;
 };
 
 }  // namespace dllm

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/scheduler/row_budget.h"
 
 namespace dllm {
 
@@ -215,7 +214,6 @@ void Worker::RunStep() {
   } catch (const std::exception& e) {
     failed = absl::InternalError(absl::StrCat("a decoding step failed: ", e.what()));
   }
-  RestoreDeferred();
   for (auto& seq : active_) seq->Finish(failed, FinishReason::kError, options_.observer);
 }
 
@@ -226,12 +224,10 @@ void Worker::RunStepUnchecked() {
   std::vector<KvHandle*> handles;
   batch.sequences.reserve(active_.size());
   handles.reserve(active_.size());
-  for (auto& seq : active_) batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
-  // Deferred sequences leave active_ for this step (their plan is dropped) and come back,
-  // in admission order, after it.
-  DeferPastRowBudget(&batch);
-  for (auto& seq : active_) handles.push_back(seq->kv());
-  info.deferred_sequences = static_cast<int>(deferred_.size());
+  for (auto& seq : active_) {
+    batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
+    handles.push_back(seq->kv());
+  }
   StepResult result;
   // The forward, and the shadow of one partial step when one is drawn (reported before the
   // commits below, which it does not change).
@@ -272,45 +268,7 @@ void Worker::RunStepUnchecked() {
   }
   info.seconds = shadow_.EndStep(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  RestoreDeferred();
   if (observer != nullptr) observer->OnStep(info);
-}
-
-void Worker::RestoreDeferred() {
-  if (deferred_.empty()) return;
-  for (auto& seq : deferred_) active_.push_back(std::move(seq));
-  deferred_.clear();
-  std::sort(active_.begin(), active_.end(),
-            [](const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) {
-              return a->id() < b->id();
-            });
-}
-
-void Worker::DeferPastRowBudget(StepBatch* batch) {
-  if (options_.max_step_rows <= 0) return;
-  std::vector<PlannedStep> planned;
-  planned.reserve(active_.size());
-  for (const auto& seq : active_) {
-    planned.push_back(PlannedStep{seq->planned_rows(), seq->planned_full(), seq->can_defer(),
-                                  seq->deferred_steps(), seq->id()});
-  }
-  const std::vector<bool> run =
-      SelectWithinRowBudget(planned, options_.max_step_rows, options_.max_deferred_steps);
-  size_t kept = 0;
-  for (size_t i = 0; i < active_.size(); ++i) {
-    if (run[i]) {
-      if (kept != i) {
-        active_[kept] = std::move(active_[i]);
-        batch->sequences[kept] = std::move(batch->sequences[i]);
-      }
-      ++kept;
-    } else {
-      active_[i]->Defer();
-      deferred_.push_back(std::move(active_[i]));
-    }
-  }
-  active_.resize(kept);
-  batch->sequences.resize(kept);
 }
 
 void Worker::RetireDone() {

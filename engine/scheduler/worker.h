@@ -3,9 +3,8 @@
 //   loop: take cancellations → finish cancelled/expired queued requests → admit from the
 //         FIFO queue while batch slots remain and the head's KV slab fits the budget →
 //         finish cancelled/expired active sequences (their KV is freed right there) →
-//         plan every active sequence (full or partial) → defer full refreshes past the row
-//         budget, if one is set (row_budget.h) → ONE ragged forward of the rest → commit,
-//         emit events → retire finished sequences.
+//         plan every active sequence (full or partial) → ONE ragged forward → commit, emit
+//         events → retire finished sequences.
 //
 // Shadow sampling (WorkerOptions::shadow) is ShadowSteps' (engine/scheduler/shadow/): the
 // step's forward goes through it, which may add a shadow of one partial step, reported
@@ -40,10 +39,6 @@ namespace dllm {
 struct WorkerOptions {
   int max_batch_sequences = 8;
   int queue_capacity = 64;
-  // Row budget per step (row_budget.h): 0 = none. A full refresh that would take the step's
-  // query rows past it waits, at most max_deferred_steps steps in a row.
-  int64_t max_step_rows = 0;
-  int max_deferred_steps = 4;
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
   ShadowOptions shadow;                // validated by the caller
@@ -88,11 +83,6 @@ class Worker {
   // status, so their callers get a final event and the worker keeps serving.
   void RunStep();
   void RunStepUnchecked();
-  // Moves the sequences whose planned step waits for the row budget from active_ to
-  // deferred_ (and their steps out of `batch`, which is aligned with active_), marking them
-  // deferred. RestoreDeferred puts them back, active_ in admission (id) order.
-  void DeferPastRowBudget(StepBatch* batch);
-  void RestoreDeferred();
   void RetireDone();
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;
@@ -116,7 +106,6 @@ class Worker {
 
   // Worker thread only.
   std::vector<std::unique_ptr<Sequence>> active_;
-  std::vector<std::unique_ptr<Sequence>> deferred_;  // during a step only
 
   std::thread thread_;
 };

@@ -69,6 +69,20 @@ class PureTest(unittest.TestCase):
         self.assertAlmostEqual(p["sequence_seconds"], 5e-4, places=8)
         self.assertLess(p["fit"]["p90_abs_error"], 1e-6)
 
+    def test_shipped_cpu_profiles_are_the_fit_of_their_steps(self):
+        # bench/profiles/cpu-*.json come from the committed calibration steps, refitted here.
+        for model in ("llada-cot", "dream-cot"):
+            with open(os.path.join(ROOT, "bench", "profiles", "cpu-%s.json" % model)) as f:
+                shipped = json.load(f)
+            with open(os.path.join(ROOT, "docs", "results",
+                                   "sim-calibration-steps-%s.jsonl" % model)) as f:
+                steps = [json.loads(line) for line in f if line.strip()]
+            fitted = serve_sim.fit_profile(steps, shipped["name"], shipped["source"])
+            for key in ("rows_seconds", "key_row_seconds", "map_key_row_seconds",
+                        "predicted_row_seconds", "sequence_seconds", "fit"):
+                self.assertEqual(json.dumps(fitted[key]), json.dumps(shipped[key]),
+                                 (model, key))
+
     def test_nnls_never_negative(self):
         # y falls with the second column: plain least squares would give it a negative cost.
         x = [[1, i, 10 - i] for i in range(10)]
@@ -154,6 +168,11 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual([r["sequences"] for r in records], batch_sizes)
         for r, end in zip(results, ends):
             self.assertAlmostEqual(r["end_s"], end * 0.01, places=6)
+            # One time per step, the last at the end; a running sequence steps every 10 ms.
+            self.assertEqual(len(r["steps_s"]), r["steps"])
+            self.assertAlmostEqual(r["steps_s"][-1], r["end_s"], places=6)
+            for a, b in zip(r["steps_s"], r["steps_s"][1:]):
+                self.assertAlmostEqual(b - a, 0.01, places=6)
             for t in r["chunks_s"]:
                 self.assertAlmostEqual(t / 0.01, round(t / 0.01), places=4)
         self.assertGreater(len(set(ends)), 1)  # some requests waited for a slot

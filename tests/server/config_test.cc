@@ -48,7 +48,7 @@ TEST_CASE("config: values are read into typed fields") {
   absl::StatusOr<ServerConfig> c = ParseServerConfig(R"(
 server: {address: "127.0.0.1:1234", threads: 3, drain_timeout_seconds: 2.5, warmup: false}
 engine: {backend: cuda, model: /m, max_batch_sequences: 4, kv_budget_bytes: 123456789012,
-         queue_capacity: 2, cpu_threads: 1, max_step_rows: 512, max_deferred_steps: 2}
+         queue_capacity: 2, cpu_threads: 1}
 decoding: {schedule: window, remasking: topk_margin, steps: 16, confidence_threshold: 0.9,
            seed: 18446744073709551615}
 cache: {policy: interval, refresh_interval: 4, shadow_sample_rate: 0.25,
@@ -65,8 +65,6 @@ logging: {level: debug, format: json}
   CHECK_FALSE(c->server.warmup);
   CHECK(c->engine.backend == BackendKind::kCuda);
   CHECK(c->engine.kv_budget_bytes == 123456789012);
-  CHECK(c->engine.max_step_rows == 512);
-  CHECK(c->engine.max_deferred_steps == 2);
   CHECK(c->decoding.fields.Get<Schedule>("decoding.schedule") == Schedule::kWindow);
   CHECK(c->decoding.fields.Get<Remasking>("decoding.remasking") == Remasking::kTopkMargin);
   CHECK(c->decoding.fields.Get<int>("decoding.steps") == 16);
@@ -91,10 +89,6 @@ TEST_CASE("config: errors name the key and the reason") {
              Catch::Contains("engine.max_batch_sequences: expected an integer, got 'many'"));
   CHECK_THAT(ErrorOf("engine: {max_batch_sequences: 0}"),
              Catch::Contains("engine.max_batch_sequences"));
-  CHECK_THAT(ErrorOf("engine: {max_step_rows: -1}"),
-             Catch::Contains("engine.max_step_rows: must be >= 0"));
-  CHECK_THAT(ErrorOf("engine: {max_deferred_steps: -2}"),
-             Catch::Contains("engine.max_deferred_steps"));
   CHECK_THAT(ErrorOf("engine: {backend: tpu}"),
              Catch::Contains("engine.backend: unknown value 'tpu' (expected cpu|cuda)"));
   CHECK_THAT(ErrorOf("server: {warmup: yes please}"), Catch::Contains("server.warmup"));
