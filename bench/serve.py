@@ -375,7 +375,13 @@ def run_one(transport, task, label, setting, max_tokens):
                                                         on_text)
     except Exception as e:  # a failed connection is a definite, counted outcome
         status, tokens, text, server_s = "CLIENT_" + type(e).__name__, 0, "", None
-    end = time.perf_counter()
+    return record(task, label, status, tokens, text, start, chunks, time.perf_counter(),
+                  server_s)
+
+
+def record(task, label, status, tokens, text, start, chunks, end, server_s):
+    """One request's record from its send time, the times its text chunks arrived and its
+    end (seconds on one clock); server_s, the engine's own time, or None."""
     ttft = chunks[0] - start if chunks else None
     e2el = end - start
     tpot = (e2el - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None

@@ -56,16 +56,9 @@ def timed_requests(tasks, settings, n, warmup, rate, burstiness, seed, max_token
 
 
 def as_result(request, r):
-    """serve.run_one's record of one simulated request (times relative to its arrival)."""
-    chunks = r["chunks_s"]
-    ttft = chunks[0] - r["arrival_s"] if chunks else None
-    e2el = r["end_s"] - r["arrival_s"]
-    tokens = r["output_tokens"]
-    tpot = (e2el - ttft) / (tokens - 1) if ttft is not None and tokens > 1 else None
-    return {"setting": r["label"], "status": r["status"], "output_tokens": tokens,
-            "ttft": ttft, "tpot": tpot, "e2el": e2el, "frontend": None,
-            "itl": [b - a for a, b in zip(chunks, chunks[1:])],
-            "correct": r["status"] == "OK" and serve.correct(request["task"], r["text"])}
+    """serve.run_one's record of one simulated request (no front end, so no frontend time)."""
+    return serve.record(request["task"], r["label"], r["status"], r["output_tokens"], r["text"],
+                        r["arrival_s"], r["chunks_s"], r["end_s"], None)
 
 
 def sim_row(requests, results, rate, settings, slo, profile_name):

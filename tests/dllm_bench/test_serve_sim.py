@@ -83,6 +83,22 @@ class PureTest(unittest.TestCase):
                 self.assertEqual(json.dumps(fitted[key]), json.dumps(shipped[key]),
                                  (model, key))
 
+    def test_projection_plot_is_drawn(self):
+        # bench/serve_report.py --plot of a projection rows file: one panel per max batch.
+        import shutil
+        import subprocess
+        if shutil.which("gnuplot") is None:
+            self.skipTest("gnuplot is not installed (scripts/deps installs it)")
+        rows = os.path.join(ROOT, "docs", "results", "sim-projection-h100-llada-cot.jsonl")
+        with tempfile.TemporaryDirectory() as tmp:
+            png = os.path.join(tmp, "p.png")
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "serve_report.py"),
+                            "--plot", png, rows], check=True)
+            with open(png, "rb") as f:
+                head = f.read(24)
+        self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(int.from_bytes(head[16:20], "big"), 4 * 420 + 200)  # 4 batches
+
     def test_nnls_never_negative(self):
         # y falls with the second column: plain least squares would give it a negative cost.
         x = [[1, i, 10 - i] for i in range(10)]
