@@ -493,6 +493,13 @@ std::optional<StartupFailure> StartFrontEnds(
       !st.ok()) {
     return StartupFailure{"listen", st};
   }
+  // The default health service reports "" SERVING from its construction until a status is
+  // set, so NOT_SERVING is set before the listener hands gRPC its first connection: a probe
+  // (a readiness check, a test's wait) must never see SERVING while the model loads. From here
+  // on SetServingStatus(bool) updates both names.
+  out.health = out.grpc.server->GetHealthCheckService();
+  out.health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
+  out.health->SetServingStatus(false);
   out.grpc_listener->Start(std::move(out.grpc.acceptor));
   if (absl::Status st = StartHttp(config, out.gateway.get(), &logger, &out.http); !st.ok()) {
     out.grpc.server->Shutdown(std::chrono::system_clock::now());
@@ -501,11 +508,6 @@ std::optional<StartupFailure> StartFrontEnds(
   if (out.http != nullptr && metrics.endpoint != nullptr) {
     metrics.endpoint->Register(out.http->connection_metrics());
   }
-  out.health = out.grpc.server->GetHealthCheckService();
-  // The default health service knows only "" until a service's status is set explicitly;
-  // from then on SetServingStatus(bool) updates both.
-  out.health->SetServingStatus(v1::DiffusionLM::service_full_name(), false);
-  out.health->SetServingStatus(false);
   return std::nullopt;
 }
 

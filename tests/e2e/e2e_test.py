@@ -457,6 +457,38 @@ class E2ETest(unittest.TestCase):
         text = s.metrics_text()
         self.assertIn('dllm_requests_total{protocol="grpc",status="UNAUTHENTICATED"} 2', text)
 
+    def test_health_not_serving_while_loading(self):
+        """A readiness probe that reaches the server before the model is attached reads
+        NOT_SERVING, and the first SERVING means calls are served. The probe is a health check
+        queued (wait_for_ready) as soon as the port listens, so it is answered at the first
+        moment gRPC takes connections: the start of any window in which the health service
+        still holds its default ("" SERVING)."""
+        import grpc
+        check = "/grpc.health.v1.Health/Check"
+        serving, not_serving = b"\x08\x01", b"\x08\x02"  # HealthCheckResponse.status
+        for attempt in range(3):
+            s = self.start(wait=False)
+            deadline = time.time() + 60
+            while True:  # the port listens once it is bound; gRPC may not take calls yet
+                self.assertLess(time.time(), deadline, s.log())
+                self.assertIsNone(s.proc.poll(), s.log())
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", s.port)) == 0:
+                        break
+                time.sleep(0.002)
+            seen = []
+            with grpc.insecure_channel(s.address) as channel:
+                call = channel.unary_unary(check, request_serializer=lambda m: m,
+                                           response_deserializer=lambda m: m)
+                while not seen or seen[-1] != serving:
+                    self.assertLess(time.time(), deadline, (seen, s.log()))
+                    seen.append(call(b"", timeout=10, wait_for_ready=True))
+                    if seen[-1] == serving:
+                        r = s.client("generate", "--max-new-tokens", "4", "Hi")
+                        self.assertEqual(r.returncode, 0, (attempt, seen, r.stderr))
+            self.assertTrue(set(seen) <= {serving, not_serving}, seen)
+            s.stop()
+
     def test_health_reflection_and_canvas(self):
         s = self.start()
         for service in ("", "dllm.v1.DiffusionLM"):
