@@ -127,10 +127,19 @@ def validate_table(rows):
 
 def projection_table(rows):
     """bench/serve_sim.py sweep: per max batch, setting and offered rate (and row budget, for
-    the rows of the row-budget experiment that have one)."""
+    the rows of the row-budget experiment that have one; admission mode with the requests
+    refused at arrival and cut at their deadline, for rows with deadlines)."""
     budgets = any("max_step_rows" in r for r in rows)
+    admission = any(r.get("admission", "none") != "none" for r in rows)
+
+    def admitted(r):
+        s = r["by_status"]
+        return ["%s%s" % (r.get("admission", "none"),
+                          " %gs" % r["deadline_s"] if r.get("deadline_s") else ""),
+                "%d / %d" % (s.get("RESOURCE_EXHAUSTED", 0), s.get("DEADLINE_EXCEEDED", 0))]
     body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 2)] +
             ([str(r.get("max_step_rows") or "-")] if budgets else []) +
+            (admitted(r) if admission else []) +
             ["%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
              fmt(r["request_throughput"], 2), fmt(r["output_throughput"], 0),
              fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
@@ -139,6 +148,7 @@ def projection_table(rows):
                           fmt(r["step_interval_ms"]["p99"], 0)),
              fmt(r.get("rows_per_token"), 1)] for r in rows]
     return table(["max batch", "setting", "offered req/s"] + (["row budget"] if budgets else []) +
+                 (["deadline", "refused / expired"] if admission else []) +
                  ["ok/requests", "accuracy", "served req/s", "out tok/s", "SLO attainment",
                   "correct goodput", "E2EL p50 / p99 ms", "step interval p50 / p99 ms",
                   "rows/token"], body)

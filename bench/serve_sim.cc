@@ -14,9 +14,12 @@
 //
 // Input (--requests, JSONL), one request per line:
 //   {"arrival_s": 0.25, "prompt": "...", "max_tokens": 192, "label": "entropy",
-//    "setting": {"decoding": {"schedule": "window", ...}, "cache": {"policy": "entropy"}}}
+//    "setting": {"decoding": {"schedule": "window", ...}, "cache": {"policy": "entropy"}},
+//    "deadline_s": 4.0}
 // The prompt is one user message (the model's chat template); unset fields take the model
-// family's defaults, as in dllm-server.
+// family's defaults, as in dllm-server. deadline_s (optional, > 0): the request's deadline,
+// seconds after its arrival, as a gRPC client's deadline (the engine ends it there, and its
+// cost-aware admission may refuse it at arrival).
 // Output (--out, JSONL), one line per request in input order:
 //   {"index", "label", "status" (OK or the status code's name), "output_tokens", "text",
 //    "arrival_s", "chunks_s" (times of the commits that carried text), "steps_s" (the end of
@@ -27,7 +30,7 @@
 //
 // Usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE]
 //          [--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0]
-//          [--kv-budget-bytes 1073741824]
+//          [--kv-budget-bytes 1073741824] [--refuse-late-requests=false]
 // Exit: 0 when every request ended (whatever its status), 2 on bad input, 1 otherwise.
 #include <chrono>
 #include <cstdio>
@@ -62,6 +65,7 @@ ABSL_FLAG(int, max_batch, 8, "engine.max_batch_sequences");
 ABSL_FLAG(int, queue_capacity, 256, "engine.queue_capacity");
 ABSL_FLAG(int, threads, 0, "CPU threads (0: one per hardware thread)");
 ABSL_FLAG(int64_t, kv_budget_bytes, int64_t{1} << 30, "engine.kv_budget_bytes");
+ABSL_FLAG(bool, refuse_late_requests, true, "engine.refuse_late_requests (cost-aware admission)");
 
 namespace dllm::bench {
 namespace {
@@ -70,10 +74,12 @@ struct Options {
   std::string model_dir, requests_path, out_path, profile_path, steps_path;
   int max_batch = 8, queue_capacity = 256, threads = 0;
   int64_t kv_budget_bytes = int64_t{1} << 30;
+  bool refuse_late_requests = true;
 };
 
 struct TimedRequest {
   double arrival_s = 0;
+  std::optional<double> deadline_s;  // after arrival
   std::string label;
   GenerationRequest request;
 };
@@ -146,6 +152,12 @@ absl::StatusOr<std::vector<TimedRequest>> ReadRequests(const std::string& path,
     if (!(r.arrival_s >= last_arrival)) return bad("arrivals must be >= 0 and in order");
     last_arrival = r.arrival_s;
     r.label = j.value("label", "");
+    if (j.contains("deadline_s")) {
+      if (!j["deadline_s"].is_number() || !(j["deadline_s"].get<double>() > 0)) {
+        return bad("\"deadline_s\" must be a number of seconds > 0");
+      }
+      r.deadline_s = j["deadline_s"].get<double>();
+    }
     r.request.id = absl::StrCat(out.size());
     r.request.messages.push_back(ChatMessage{"user", j["prompt"].get<std::string>()});
     r.request.max_new_tokens = j.value("max_tokens", info.default_max_new_tokens);
@@ -185,6 +197,7 @@ class Simulation final : public EngineObserver {
     eo.max_batch_sequences = options_.max_batch;
     eo.queue_capacity = options_.queue_capacity;
     eo.kv_budget_bytes = options_.kv_budget_bytes;
+    eo.refuse_late_requests = options_.refuse_late_requests;
     eo.max_new_tokens_limit = 1 << 20;
     eo.observer = this;
     if (model_) eo.clock = &clock_;
@@ -289,8 +302,13 @@ class Simulation final : public EngineObserver {
   // Sends request `i` now. A refusal ends it at once with its status.
   void Send(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++outstanding_;
+    GenerationRequest request = requests_[i].request;
+    if (requests_[i].deadline_s.has_value()) {
+      const absl::Time now = model_ ? clock_.Now() : absl::Now();
+      request.deadline = now + absl::Seconds(*requests_[i].deadline_s);
+    }
     absl::StatusOr<RequestId> id =
-        engine_->Submit(requests_[i].request, std::make_shared<Sink>(this, i));
+        engine_->Submit(std::move(request), std::make_shared<Sink>(this, i));
     if (!id.ok()) {
       results_[i].status = absl::StatusCodeToString(id.status().code());
       results_[i].text = std::string(id.status().message());
@@ -406,7 +424,7 @@ int Run(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE] "
       "[--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0] "
-      "[--kv-budget-bytes N]\n";
+      "[--kv-budget-bytes N] [--refuse-late-requests=false]\n";
   Options o;
   bool help = false;
   const absl::Status st = dllm::cli::ParseFlags(
@@ -425,6 +443,7 @@ int Run(int argc, char** argv) {
         o.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
         o.threads = absl::GetFlag(FLAGS_threads);
         o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_bytes);
+        o.refuse_late_requests = absl::GetFlag(FLAGS_refuse_late_requests);
         if (help) return absl::OkStatus();
         for (const auto& [flag, value] :
              {std::pair<const char*, const std::string*>{"--model", &o.model_dir},

@@ -36,6 +36,9 @@ from bench import serve_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOAD = os.path.join(ROOT, "tools", "tasks", "data_cot", "test.jsonl")
+# The calibration fits on the val split, so that validation and reports on test never saw
+# their own items.
+CALIBRATION_WORKLOAD = os.path.join(ROOT, "tools", "tasks", "data_cot", "val.jsonl")
 # The calibration's runs: every request at once (batch sizes from max_batch down to 1 as the
 # run drains), each policy of the sweep, at two max batches.
 CALIBRATION_SETTINGS = ["entropy", "dual", "elastic", "d2cache", "threshold"]
@@ -121,8 +124,10 @@ def fit_profile(steps, name, source):
 
 # ------------------------------------------------------------------ running dllm-serve-sim
 
-def run_sim(args, requests, max_batch, profile=None, steps_out=None):
-    """dllm-serve-sim over `requests`; its per-request results, in order."""
+def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late=True):
+    """dllm-serve-sim over `requests`; its per-request results, in order. refuse_late=False
+    turns the engine's cost-aware admission off (requests with a deadline_s queue and
+    expire)."""
     with tempfile.TemporaryDirectory(prefix="dllm-serve-sim-") as d:
         req_path, out_path = os.path.join(d, "requests.jsonl"), os.path.join(d, "out.jsonl")
         with open(req_path, "w") as f:
@@ -135,6 +140,8 @@ def run_sim(args, requests, max_batch, profile=None, steps_out=None):
             cmd += ["--profile", profile]
         if steps_out:
             cmd += ["--steps-out", steps_out]
+        if not refuse_late:
+            cmd += ["--refuse-late-requests=false"]
         subprocess.run(cmd, check=True)
         with open(out_path) as f:
             return [json.loads(line) for line in f if line.strip()]
@@ -242,19 +249,34 @@ def sweep(args):
         with open(args.profile) as f:
             profile_name = json.load(f)["name"]
     slo = serve.parse_slo(args.slo)
+    # Admission modes: no deadline (every request served, however late), or each request's
+    # deadline at --deadline seconds after arrival with the engine's cost-aware admission on
+    # ("refuse") or off ("expire": late requests use compute until their deadline cuts them).
+    modes = [m for m in args.admission.split(",") if m]
+    for m in modes:
+        if m not in ("none", "refuse", "expire"):
+            sys.exit("sweep: --admission takes none, refuse, expire; got %r" % m)
+        if m != "none" and not args.deadline:
+            sys.exit("sweep: --admission %s needs --deadline" % m)
     out = []
     for batch in args.batch_list:
         for name in args.setting_list:
             settings = [(name, serve_sweep.SETTINGS[name])]
             for rate in [float(r) for r in args.rates.split(",")]:
-                reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
-                                      args.burstiness, args.seed, serve_sweep.GEN)
-                results = run_sim(args, reqs, batch, profile=args.profile)
-                row = sim_row(reqs, results, rate, settings, slo, profile_name)
-                row.update(phase="projection", max_batch=batch,
-                           model=os.path.basename(args.model.rstrip("/")))
-                out.append(row)
-                print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
+                for mode in modes:
+                    reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
+                                          args.burstiness, args.seed, serve_sweep.GEN)
+                    if mode != "none":
+                        for q in reqs:
+                            q["deadline_s"] = args.deadline
+                    results = run_sim(args, reqs, batch, profile=args.profile,
+                                      refuse_late=mode != "expire")
+                    row = sim_row(reqs, results, rate, settings, slo, profile_name)
+                    row.update(phase="projection", max_batch=batch, admission=mode,
+                               deadline_s=args.deadline if mode != "none" else None,
+                               model=os.path.basename(args.model.rstrip("/")))
+                    out.append(row)
+                    print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
     write_rows(args.out, out)
 
 
@@ -277,13 +299,19 @@ def main(argv=None):
                     help="validate: rows at most this fraction of saturation")
     ap.add_argument("--real-repeats", type=int, default=0,
                     help="validate: also run each point this many times in real time")
-    ap.add_argument("--workload", default=WORKLOAD)
+    ap.add_argument("--workload", default="",
+                    help="tasks JSONL (default: the cot test split; calibrate: the val split)")
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--warmup", type=int, default=2, help="serve.py's: skipped tasks")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--burstiness", type=float, default=1.0)
     ap.add_argument("--slo", default=serve_sweep.SLO)
     ap.add_argument("--rates", default="1")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="sweep: each request's deadline, seconds after its arrival")
+    ap.add_argument("--admission", default="none",
+                    help="sweep: comma-separated modes: none (no deadline), refuse (deadline, "
+                    "cost-aware admission), expire (deadline, admission off)")
     ap.add_argument("--batches", default="8,16")
     ap.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
     ap.add_argument("--threads", type=int, default=0)
@@ -293,6 +321,8 @@ def main(argv=None):
     ap.add_argument("--out", help="rows (validate, sweep) or the profile (calibrate)")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args(argv)
+    args.workload = args.workload or (CALIBRATION_WORKLOAD if args.command == "calibrate"
+                                      else WORKLOAD)
     args.batch_list = [int(b) for b in args.batches.split(",")]
     args.setting_list = [s for s in args.settings.split(",") if s]
     unknown = [s for s in args.setting_list if s not in serve_sweep.SETTINGS]

@@ -8,7 +8,6 @@
 #include "engine/model/loaded_model.h"
 
 namespace dllm {
-
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength:

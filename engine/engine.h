@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "engine/core/clock.h"
 #include "engine/core/params.h"
+#include "engine/core/retry_after.h"
 #include "engine/core/row_stats.h"
 #include "engine/shadow_sampling.h"
 #include "engine/tokenizer/chat_template.h"
@@ -194,7 +195,16 @@ class EngineObserver {
   };
   virtual void OnStep(const StepInfo& info) {}
   // Gauges, reported after every step and every admission change.
-  virtual void OnQueue(int waiting, int running, double kv_usage_ratio) {}
+  struct QueueInfo {
+    int waiting = 0;
+    int running = 0;
+    double kv_usage_ratio = 0;
+    // Forecast seconds to work off the running and queued requests at full batch
+    // (engine/scheduler/completion_forecast.h): the load signal an autoscaler needs. 0 before
+    // the engine has measured a step and a finished sequence.
+    double backlog_seconds = 0;
+  };
+  virtual void OnQueue(const QueueInfo& info) {}
   virtual void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {}
 
   // One sampled partial step checked against a shadow full forward of the same canvas
@@ -213,7 +223,10 @@ struct EngineOptions {
   int max_batch_sequences = 8;
   int64_t kv_budget_bytes = int64_t{1} << 30;
   int queue_capacity = 64;  // waiting requests; Submit beyond it returns RESOURCE_EXHAUSTED
-  int cpu_threads = 0;      // 0: one per hardware thread
+  // Cost-aware admission (engine/scheduler/worker.h): Submit refuses a request with a deadline
+  // that the backlog forecast says it cannot meet. false: such requests queue and expire.
+  bool refuse_late_requests = true;
+  int cpu_threads = 0;  // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
   ShadowOptions shadow;                // shadow sampling and τ autotuning; off by default
   EngineObserver* observer = nullptr;  // not owned; may be null; must outlive the engine
@@ -254,8 +267,11 @@ class Engine {
   virtual ~Engine() = default;  // cancels what is left, joins the worker
 
   // Validates, tokenizes and enqueues. Errors: INVALID_ARGUMENT (bad parameters, naming the
-  // field), RESOURCE_EXHAUSTED (queue full or request larger than the KV budget),
-  // UNAVAILABLE (draining or shut down). On OK the sink will get exactly one OnFinal.
+  // field), RESOURCE_EXHAUSTED (queue full, request larger than the KV budget, or a request
+  // with a deadline that the forecast says it cannot meet at the current load: cost-aware
+  // admission, engine/scheduler/worker.h), UNAVAILABLE (draining or shut down). On OK the
+  // sink will get exactly one OnFinal. A load refusal carries RetryAfter
+  // (engine/core/retry_after.h): the forecast time to work off the backlog, at least 1 s.
   virtual absl::StatusOr<RequestId> Submit(GenerationRequest request,
                                            std::shared_ptr<EventSink> sink) = 0;
 

@@ -72,6 +72,7 @@ class EngineImpl final : public Engine {
     WorkerOptions worker;
     worker.max_batch_sequences = std::max(1, options.max_batch_sequences);
     worker.queue_capacity = std::max(0, options.queue_capacity);
+    worker.refuse_late_requests = options.refuse_late_requests;
     worker.context.tokenizer = tokenizer_;
     worker.context.mask_token_id = config.mask_token_id;
     worker.context.vocab_size = config.vocab_size;

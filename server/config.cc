@@ -574,6 +574,7 @@ void ReadEngineSection(MapReader& top, std::string* error, EngineSection* e) {
   r.Read("max_batch_sequences", &e->max_batch_sequences);
   r.Read("kv_budget_bytes", &e->kv_budget_bytes);
   r.Read("queue_capacity", &e->queue_capacity);
+  r.Read("refuse_late_requests", &e->refuse_late_requests);
   r.Read("cpu_threads", &e->cpu_threads);
   r.CheckUnknownKeys();
 }

@@ -64,6 +64,9 @@ struct EngineSection {
   int max_batch_sequences = 8;
   int64_t kv_budget_bytes = int64_t{1} << 30;
   int queue_capacity = 64;
+  // Cost-aware admission (engine/scheduler/worker.h): refuse at arrival, RESOURCE_EXHAUSTED
+  // with Retry-After, a request whose deadline the backlog forecast rules out.
+  bool refuse_late_requests = true;
   int cpu_threads = 0;
 };
 

@@ -313,6 +313,7 @@ EngineOptions EngineOptionsFor(const ServerConfig& config, ServerMetrics* metric
   options.max_batch_sequences = config.engine.max_batch_sequences;
   options.kv_budget_bytes = config.engine.kv_budget_bytes;
   options.queue_capacity = config.engine.queue_capacity;
+  options.refuse_late_requests = config.engine.refuse_late_requests;
   options.cpu_threads = config.engine.cpu_threads;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics;

@@ -91,6 +91,10 @@ ServerMetrics::ServerMetrics()
                          "Requests queued and not yet admitted")),
       kv_usage_(MakeGauge(*registry_, "dllm_kv_cache_usage_ratio",
                           "KV cache bytes in use / budget (0..1)")),
+      backlog_(MakeGauge(*registry_, "dllm_backlog_seconds",
+                         "Forecast seconds to work off the running and queued requests at full "
+                         "batch (measured step time and steps per token): the autoscaling "
+                         "signal; 0 until measured")),
       generated_tokens_(MakeCounter(*registry_, "dllm_generated_tokens_total",
                                     "Answer tokens generated (before the first end token)")),
       prompt_tokens_(MakeCounter(*registry_, "dllm_prompt_tokens_total",
@@ -184,10 +188,11 @@ void ServerMetrics::OnStep(const StepInfo& info) {
   if (window_size_ > 0) refresh_ratio_.Set(static_cast<double>(window_full_) / window_size_);
 }
 
-void ServerMetrics::OnQueue(int waiting, int running, double kv_usage_ratio) {
-  waiting_.Set(waiting);
-  running_.Set(running);
-  kv_usage_.Set(kv_usage_ratio);
+void ServerMetrics::OnQueue(const QueueInfo& info) {
+  waiting_.Set(info.waiting);
+  running_.Set(info.running);
+  kv_usage_.Set(info.kv_usage_ratio);
+  backlog_.Set(info.backlog_seconds);
 }
 
 void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalEvent& event) {

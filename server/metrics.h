@@ -89,7 +89,7 @@ class ServerMetrics : public EngineObserver {
                     const std::string& model);
 
   void OnStep(const StepInfo& info) override;
-  void OnQueue(int waiting, int running, double kv_usage_ratio) override;
+  void OnQueue(const QueueInfo& info) override;
   void OnRequestDone(const GenerationRequest& request, const FinalEvent& event) override;
   void OnShadowSample(const ShadowSample& sample) override;
 
@@ -116,6 +116,7 @@ class ServerMetrics : public EngineObserver {
   prometheus::Gauge& running_;
   prometheus::Gauge& waiting_;
   prometheus::Gauge& kv_usage_;
+  prometheus::Gauge& backlog_;
   prometheus::Counter& generated_tokens_;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& decision_seconds_;

@@ -115,7 +115,7 @@ def panels():
         (timeseries("Queue depth and running requests", [
             (f"sum by (pod) (dllm_num_requests_waiting{{{SEL}}})", "{{pod}} waiting"),
             (f"sum by (pod) (dllm_num_requests_running{{{SEL}}})", "{{pod}} running"),
-        ], "short", "Requests waiting for admission and requests in the running batch, per pod. The HPA scales on the waiting average."), 8),
+        ], "short", "Requests waiting for admission and requests in the running batch, per pod."), 8),
         (timeseries("Batch size", [
             (f"sum(rate(dllm_batch_size_sum{{{SEL}}}[{RATE}])) / sum(rate(dllm_batch_size_count{{{SEL}}}[{RATE}]))", "sequences per step (mean)"),
             (f"histogram_quantile(0.95, sum by (le) (rate(dllm_batch_size_bucket{{{SEL}}}[{RATE}])))", "sequences per step (p95)"),
@@ -124,6 +124,9 @@ def panels():
         (timeseries("KV cache usage", [
             (f"max by (pod) (dllm_kv_cache_usage_ratio{{{SEL}}})", "{{pod}}"),
         ], "percentunit", "Share of the KV pool byte budget in use, per pod."), 8),
+        (timeseries("Backlog (forecast seconds of work, the HPA signal)", [
+            (f"max by (pod) (dllm_backlog_seconds{{{SEL}}})", "{{pod}}"),
+        ], "s", "Per pod, the engine's forecast of the time to work off its running and queued requests at full batch (measured step time, steps per token). The HPA scales on its average (target 2 s); calls whose deadline it rules out are refused at arrival (engine.refuse_late_requests)."), 24),
         (row("Denoising and cache"), 24),
         (timeseries("Cache refresh ratio", [
             (f"max by (pod) (dllm_cache_refresh_ratio{{{SEL}}})", "{{pod}} (gauge, recent window)"),

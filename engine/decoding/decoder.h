@@ -75,6 +75,8 @@ class Decoder {
   // Index of the next step (0-based); also the step of the RNG key.
   int step() const { return step_; }
   bool finished() const { return finished_; }
+  // Answer positions still masked.
+  int masks_left() const { return masks_left_; }
 
   bool decided(int32_t position) const { return decided_[position] != 0; }
   // Per canvas position, nonzero once decided (the prompt's positions are).

@@ -84,6 +84,11 @@ void FinishPending(const PendingRequest& pending, absl::Status status, FinishRea
   if (observer != nullptr) observer->OnRequestDone(pending.request, event);
 }
 
+int PendingRequest::answer_masks(int32_t mask_token_id) const {
+  if (request.canvas.empty()) return request.max_new_tokens;
+  return static_cast<int>(std::count(request.canvas.begin(), request.canvas.end(), mask_token_id));
+}
+
 Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
                    const SequenceContext& context, absl::Time admit_time)
     : pending_(std::move(pending)),
@@ -93,6 +98,7 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
                AnswerCanvas(pending_.request, context.mask_token_id), pending_.suffix_ids),
       policy_(MakeCachePolicy(pending_.request.cache, context.vocab_size)) {
   stats_.prompt_tokens = static_cast<int>(pending_.prompt_ids.size());
+  masks_at_start_ = decoder_.masks_left();
   if (pending_.request.logprobs.has_value()) {
     // A fixed token of a seeded canvas was never predicted: it reports itself, certain.
     answer_logprobs_.resize(static_cast<size_t>(decoder_.gen_length()));

@@ -40,6 +40,8 @@ struct PendingRequest {
   int canvas_positions() const {
     return static_cast<int>(prompt_ids.size() + suffix_ids.size()) + request.max_new_tokens;
   }
+  // Answer positions to generate: max_new_tokens, or the seeded canvas's masks.
+  int answer_masks(int32_t mask_token_id) const;
 };
 
 // Model facts the sequences share.
@@ -67,6 +69,11 @@ class Sequence {
   const GenerationRequest& request() const { return pending_.request; }
   bool done() const { return done_; }
   bool finished_decoding() const { return decoder_.finished(); }
+  // For the completion forecast (engine/scheduler/completion_forecast.h): the answer masks at
+  // admission and now, and the steps applied.
+  int masks_at_start() const { return masks_at_start_; }
+  int masks_left() const { return decoder_.masks_left(); }
+  int steps_done() const { return stats_.steps; }
   int canvas_length() const { return static_cast<int>(decoder_.canvas().size()); }
 
   // Plans the coming step. The returned step's spans point into this sequence and stay
@@ -137,6 +144,7 @@ class Sequence {
   float last_step_entropy_ = 0;  // E of the latest step (0 when it committed nothing)
   int64_t entropy_count_ = 0;
   bool done_ = false;
+  int masks_at_start_ = 0;
 };
 
 }  // namespace dllm

@@ -8,13 +8,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace dllm {
 
 Worker::Worker(WorkerOptions options, StepExecutor* executor)
     : options_(std::move(options)),
       executor_(executor),
-      shadow_(options_.shadow, options_.observer, executor) {
+      shadow_(options_.shadow, options_.observer, executor),
+      forecast_(options_.max_batch_sequences) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -48,12 +50,55 @@ absl::Status Worker::Enqueue(PendingRequest request) {
     }
   }
   if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
-    return absl::ResourceExhaustedError(
+    return LoadRefusal(
         absl::StrCat("request queue is full (capacity ", options_.queue_capacity, ")"));
   }
+  if (absl::Status st = ForecastAdmission(request); !st.ok()) return st;
   queue_.push_back(std::move(request));
   ++in_flight_;
   return absl::OkStatus();
+}
+
+std::optional<double> Worker::StepsAhead() const {
+  if (!running_steps_left_.has_value()) return std::nullopt;
+  double ahead = *running_steps_left_;
+  const int32_t mask = options_.context.mask_token_id;
+  for (const PendingRequest& queued : queue_) {
+    ahead += forecast_.Steps(queued.answer_masks(mask), queued.request.decoding.max_denoising_steps)
+                 .value_or(0.0);
+  }
+  return ahead;
+}
+
+absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
+  const bool must_wait = !queue_.empty() || running_ >= options_.max_batch_sequences;
+  if (!options_.refuse_late_requests || request.request.deadline == absl::InfiniteFuture() ||
+      !must_wait) {
+    return absl::OkStatus();
+  }
+  const std::optional<double> own =
+      forecast_.Steps(request.answer_masks(options_.context.mask_token_id),
+                      request.request.decoding.max_denoising_steps);
+  const std::optional<double> ahead = StepsAhead();
+  if (!own.has_value() || !ahead.has_value()) return absl::OkStatus();
+  const std::optional<double> seconds = forecast_.SecondsToFinish(*own, *ahead);
+  if (!seconds.has_value()) return absl::OkStatus();
+  const double left_s =
+      absl::ToDoubleSeconds(request.request.deadline - options_.context.clock->Now());
+  if (*seconds <= left_s) return absl::OkStatus();
+  return LoadRefusal(absl::StrFormat(
+      "the request cannot finish before its deadline at the current load: forecast %.1f s "
+      "(%.1f s of running and queued work ahead, %d queued), deadline in %.1f s",
+      *seconds, forecast_.BacklogSeconds(*ahead), static_cast<int>(queue_.size()),
+      std::max(0.0, left_s)));
+}
+
+absl::Status Worker::LoadRefusal(std::string message) const {
+  absl::Status status = absl::ResourceExhaustedError(std::move(message));
+  const std::optional<double> ahead = StepsAhead();
+  const double backlog_s = ahead.has_value() ? forecast_.BacklogSeconds(*ahead) : 0.0;
+  SetRetryAfter(absl::Seconds(std::max(1.0, backlog_s)), &status);
+  return status;
 }
 
 void Worker::Cancel(RequestId id) {
@@ -219,6 +264,9 @@ void Worker::RunStep() {
 
 void Worker::RunStepUnchecked() {
   const auto start = std::chrono::steady_clock::now();
+  // The forecast times steps on the engine's clock (virtual in the serving simulator). It
+  // includes a shadow step's time, which is run only while no request waits.
+  const absl::Time clock_start = options_.context.clock->Now();
   EngineObserver::StepInfo info;
   StepBatch batch;
   std::vector<KvHandle*> handles;
@@ -269,24 +317,51 @@ void Worker::RunStepUnchecked() {
   info.seconds = shadow_.EndStep(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (observer != nullptr) observer->OnStep(info);
+  last_step_seconds_ = absl::ToDoubleSeconds(options_.context.clock->Now() - clock_start);
+  last_step_sequences_ = info.sequences;
 }
 
 void Worker::RetireDone() {
+  // What the forecast learns: sequences that finished decoding (not cancelled or failed)
+  // and the step just run.
+  std::vector<std::pair<int, int>> finished;  // masks at start, steps
+  for (const auto& seq : active_) {
+    if (seq->done() && seq->finished_decoding()) {
+      finished.emplace_back(seq->masks_at_start(), seq->steps_done());
+    }
+  }
   const size_t before = active_.size();
   active_.erase(std::remove_if(active_.begin(), active_.end(),
                                [](const std::unique_ptr<Sequence>& s) { return s->done(); }),
                 active_.end());
   const int retired = static_cast<int>(before - active_.size());
-  int waiting = 0;
+  EngineObserver::QueueInfo queue;
   {
     absl::MutexLock lock(&mu_);
     in_flight_ -= retired;
     running_ = static_cast<int>(active_.size());
-    waiting = static_cast<int>(queue_.size());
+    queue.waiting = static_cast<int>(queue_.size());
+    if (last_step_sequences_ > 0) forecast_.ObserveStep(last_step_seconds_, last_step_sequences_);
+    last_step_sequences_ = 0;
+    for (const auto& [masks, steps] : finished) forecast_.ObserveFinished(masks, steps);
+    running_steps_left_.reset();
+    if (forecast_.Steps(1, 0).has_value()) {  // steps per mask measured
+      double left = 0;
+      for (const auto& seq : active_) {
+        const int cap = seq->request().decoding.max_denoising_steps;
+        left +=
+            forecast_.Steps(seq->masks_left(), cap > 0 ? std::max(1, cap - seq->steps_done()) : 0)
+                .value_or(0.0);
+      }
+      running_steps_left_ = left;
+    }
+    const std::optional<double> ahead = StepsAhead();
+    queue.backlog_seconds = ahead.has_value() ? forecast_.BacklogSeconds(*ahead) : 0.0;
   }
   if (options_.observer != nullptr) {
-    options_.observer->OnQueue(waiting, static_cast<int>(active_.size()),
-                               executor_->KvUsageRatio());
+    queue.running = static_cast<int>(active_.size());
+    queue.kv_usage_ratio = executor_->KvUsageRatio();
+    options_.observer->OnQueue(queue);
   }
 }
 

@@ -11,6 +11,13 @@
 // before the commit; the step commits exactly what it would have without it, and the
 // shadow's time is left out of StepInfo::seconds. Its τ scale applies to every plan.
 //
+// Cost-aware admission: a request with a deadline that would have to wait (the batch is full
+// or requests are queued) is refused at once with RESOURCE_EXHAUSTED and RetryAfter when the
+// completion forecast (engine/scheduler/completion_forecast.h) says it cannot finish before
+// its deadline: the work ahead of it is the steps left of the running sequences and of the
+// queued requests. A request without a deadline, or one that finds a free slot, is never
+// refused for load, and nothing is refused before the forecast has measurements.
+//
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.
 //
@@ -21,6 +28,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "engine/scheduler/completion_forecast.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/shadow/shadow_steps.h"
 #include "engine/scheduler/step_executor.h"
@@ -39,6 +48,7 @@ namespace dllm {
 struct WorkerOptions {
   int max_batch_sequences = 8;
   int queue_capacity = 64;
+  bool refuse_late_requests = true;  // cost-aware admission (above)
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
   ShadowOptions shadow;                // validated by the caller
@@ -86,6 +96,14 @@ class Worker {
   void RetireDone();
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;
+  // Sequence-steps ahead of a request enqueued now: running and queued. nullopt without a
+  // forecast.
+  std::optional<double> StepsAhead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK, or the load refusal of `request` (see cost-aware admission above).
+  absl::Status ForecastAdmission(const PendingRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A RESOURCE_EXHAUSTED refusal with RetryAfter set when the backlog can be forecast.
+  absl::Status LoadRefusal(std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerOptions options_;
   StepExecutor* const executor_;
@@ -103,9 +121,16 @@ class Worker {
   std::string cancel_all_message_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  CompletionForecast forecast_ ABSL_GUARDED_BY(mu_);
+  // Forecast sequence-steps left of the active sequences (nullopt: no forecast yet),
+  // published by the worker after every step.
+  std::optional<double> running_steps_left_ ABSL_GUARDED_BY(mu_);
 
   // Worker thread only.
   std::vector<std::unique_ptr<Sequence>> active_;
+  // The step RetireDone reports to the forecast (0 sequences: none since the last report).
+  double last_step_seconds_ = 0;
+  int last_step_sequences_ = 0;
 
   std::thread thread_;
 };

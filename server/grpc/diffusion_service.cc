@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/engine.h"
 #include "server/gateway_call.h"
 #include "server/grpc/reactor_order.h"
 #include "server/grpc/status_mapping.h"
@@ -59,8 +60,14 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& buffer, google::protobuf::Mes
 }
 
 // The status a refused call is counted with (see refusal_status.h); `raw` is its request.
+// A load refusal's RetryAfter goes out as gRPC's server pushback (the trailer that gRPC's
+// retry policy honours), in milliseconds.
 absl::Status CountedRefusal(grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw,
                             const absl::Status& refusal) {
+  if (std::optional<absl::Duration> wait = RetryAfter(refusal); wait.has_value()) {
+    context->AddTrailingMetadata("grpc-retry-pushback-ms",
+                                 absl::StrCat(absl::ToInt64Milliseconds(*wait)));
+  }
   return RefusalStatus(absl::Now(), CallDeadline(context), context->IsCancelled(), raw.Valid(),
                        refusal);
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "engine/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/engine_request_link.h"
@@ -39,9 +41,14 @@ HttpResponse JsonResponse(int status, std::string body) {
 
 HttpResponse ErrorResponse(const absl::Status& status) {
   HttpResponse r = JsonResponse(ToHttpError(status).status, HttpErrorBody(status));
-  // 429 is overload only (a full queue): worth retrying soon. Requests that can never fit
-  // are 400s, which SDKs do not retry.
-  if (r.status == 429) r.headers.emplace_back("Retry-After", "1");
+  // 429 is overload only (a full queue, or a deadline the backlog rules out): worth retrying
+  // after the engine's forecast of the backlog, whole seconds, at least 1. Requests that can
+  // never fit are 400s, which SDKs do not retry.
+  if (r.status == 429) {
+    const absl::Duration wait = RetryAfter(status).value_or(absl::Seconds(1));
+    const int64_t seconds = absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)));
+    r.headers.emplace_back("Retry-After", absl::StrCat(std::max<int64_t>(1, seconds)));
+  }
   return r;
 }
 

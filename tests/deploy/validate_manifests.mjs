@@ -246,7 +246,7 @@ function policyErrors(objs, overlay) {
   if (!hpa) errs.push("HorizontalPodAutoscaler missing");
   else {
     if (hpa.spec.scaleTargetRef.kind !== "Deployment" || hpa.spec.scaleTargetRef.name !== dep.metadata.name) errs.push("HPA does not target the Deployment");
-    if (!hpa.spec.metrics.some((m) => m.type === "Pods" && m.pods.metric.name === "dllm_num_requests_waiting")) errs.push("HPA must scale on the dllm_num_requests_waiting pods metric");
+    if (!hpa.spec.metrics.some((m) => m.type === "Pods" && m.pods.metric.name === "dllm_backlog_seconds")) errs.push("HPA must scale on the dllm_backlog_seconds pods metric");
   }
   for (const kind of ["PodDisruptionBudget", "NetworkPolicy"]) {
     const [o] = of(kind);

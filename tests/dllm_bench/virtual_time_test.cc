@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "bench/step_cost_executor.h"
 #include "bench/virtual_clock.h"
 #include "engine/engine_impl.h"
@@ -90,6 +91,65 @@ TEST_CASE("virtual time: request timings and deadlines follow the engine's clock
   CHECK(b.stats.queue_seconds == 2.0);
   CHECK(b.stats.total_seconds == 2.75);
   CHECK(passes == 11);
+}
+
+TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes late",
+          "[sim][virtual_time][admission]") {
+  VirtualClock clock;
+  constexpr double kStepS = 0.25;
+  auto executor = std::make_unique<StepCostExecutor>(
+      std::make_unique<testing::FakeExecutor>(int64_t{1} << 30, testing::ScriptedRow), 1,
+      [&](const StepCost&, const StepCost&) { clock.Set(clock.elapsed_s() + kStepS); });
+  EngineOptions options;
+  options.max_batch_sequences = 1;
+  options.clock = &clock;
+  auto engine = CreateEngineForTesting(options, testing::FakeConfig(false), std::move(executor),
+                                       std::make_unique<testing::FakeTokenizer>());
+  REQUIRE(engine.ok());
+  Engine& e = **engine;
+
+  // Without measurements nothing is refused: a deadline far too short is admitted (and
+  // expires), even behind a running request.
+  absl::Notification entered, release;
+  auto first = testing::BlockingSink(&entered, &release);
+  REQUIRE(e.Submit(Request(absl::InfiniteFuture()), first).ok());
+  entered.WaitForNotification();  // parked after its first step
+  auto hopeless = std::make_shared<testing::CollectSink>();
+  REQUIRE(e.Submit(Request(clock.Now() + absl::Milliseconds(100)), hopeless).ok());
+  release.Notify();
+  REQUIRE(first->Wait().status.ok());  // measured: 8 steps for 8 masks, 0.25 s each
+  CHECK(hopeless->Wait().reason == FinishReason::kDeadline);
+
+  // One request runs, parked after its first step: 7 of its steps are left... forecast as 8
+  // (masks left × steps per mask, published before the step). A new request needs 8 steps:
+  // with one slot it finishes in (8 + 8) × 0.25 = 4 s.
+  absl::Notification entered2, release2;
+  auto running = testing::BlockingSink(&entered2, &release2);
+  REQUIRE(e.Submit(Request(absl::InfiniteFuture()), running).ok());
+  entered2.WaitForNotification();
+  auto late = e.Submit(Request(clock.Now() + absl::Milliseconds(3900)),
+                       std::make_shared<testing::CollectSink>());
+  REQUIRE(absl::IsResourceExhausted(late.status()));
+  CHECK_THAT(
+      std::string(late.status().message()),
+      Catch::Contains("cannot finish before its deadline") && Catch::Contains("forecast 4.0 s"));
+  REQUIRE(RetryAfter(late.status()).has_value());
+  CHECK(*RetryAfter(late.status()) == absl::Seconds(2));  // 8 steps ahead × 0.25 s
+  auto in_time = std::make_shared<testing::CollectSink>();
+  REQUIRE(e.Submit(Request(clock.Now() + absl::Milliseconds(4100)), in_time).ok());
+  auto patient = std::make_shared<testing::CollectSink>();
+  REQUIRE(e.Submit(Request(absl::InfiniteFuture()), patient).ok());  // no deadline: admitted
+  release2.Notify();
+  CHECK(running->Wait().status.ok());
+  const FinalEvent made_it = in_time->Wait();
+  CHECK(made_it.status.ok());
+  CHECK(made_it.stats.total_seconds == Approx(7 * kStepS + 8 * kStepS));
+  CHECK(patient->Wait().status.ok());
+
+  // A free slot admits whatever the deadline (the request alone is not forecast).
+  auto alone = std::make_shared<testing::CollectSink>();
+  REQUIRE(e.Submit(Request(clock.Now() + absl::Milliseconds(100)), alone).ok());
+  CHECK(alone->Wait().reason == FinishReason::kDeadline);
 }
 
 }  // namespace

@@ -346,6 +346,54 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(report["by_status"].get("OK", 0) +
                          report["by_status"].get("RESOURCE_EXHAUSTED", 0), 6)
 
+    def test_late_requests_refused_at_arrival(self):
+        """Cost-aware admission over gRPC: behind a long request in the only batch slot, a
+        call whose deadline the backlog rules out is refused at once, RESOURCE_EXHAUSTED with
+        the forecast in its message and gRPC's retry pushback trailer; a call without a
+        deadline still queues. The forecast has its measurements from the start-up warm-up."""
+        import grpc
+        s = self.start(overrides={"engine": {"max_batch_sequences": 1, "queue_capacity": 4}})
+        # One long request runs and three wait: thousands of steps ahead, seconds of work
+        # even on a machine several times faster than this one.
+        long_calls = [s.client_async("generate", "--max-new-tokens", "960", "--block-length",
+                                     "960", "--steps", "960", "Hello") for _ in range(4)]
+        deadline = time.time() + 30
+        while not all(g in s.metrics_text() for g in ("dllm_num_requests_running 1\n",
+                                                      "dllm_num_requests_waiting 3\n")):
+            self.assertLess(time.time(), deadline, s.log())
+            time.sleep(0.02)
+
+        def field(number, payload):  # a length-delimited protobuf field, hand-encoded
+            return bytes([number << 3 | 2, len(payload)]) + payload
+        # GenerateRequest{prompt: "Hi" (2), max_new_tokens: 896 (5), 28 blocks of 32}
+        request = field(2, b"Hi") + bytes([5 << 3, 0x80, 0x07])
+        with grpc.insecure_channel(s.address) as channel:
+            grpc.channel_ready_future(channel).result(timeout=10)  # connected: no setup time
+            generate = channel.unary_unary("/dllm.v1.DiffusionLM/Generate",
+                                           request_serializer=lambda m: m,
+                                           response_deserializer=lambda m: m)
+            started = time.time()
+            with self.assertRaises(grpc.RpcError) as refused:
+                generate(request, timeout=0.5)
+            elapsed = time.time() - started
+            err = refused.exception
+            self.assertEqual(err.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, err.details())
+            self.assertIn("cannot finish before its deadline", err.details())
+            self.assertLess(elapsed, 0.5)  # refused, not expired
+            pushback = dict(err.trailing_metadata() or ()).get("grpc-retry-pushback-ms")
+            self.assertIsNotNone(pushback, err.trailing_metadata())
+            self.assertGreaterEqual(int(pushback), 1000)  # at least 1 s
+            # Without a deadline: queued behind the long request, not refused.
+            patient = generate.future(request)
+            time.sleep(0.3)
+            self.assertFalse(patient.done())
+            patient.cancel()
+        for call in long_calls:
+            call.kill()
+            call.wait()
+        self.assertIn('dllm_requests_total{protocol="grpc",status="RESOURCE_EXHAUSTED"} 1',
+                      s.metrics_text())
+
     def test_policy_knobs_per_request(self):
         # Every cache policy's knobs are request fields (engine/core/param_fields.cc): set per
         # request through dllm-client's flags (gRPC) and through HTTP's "cache" object, they

@@ -282,7 +282,10 @@ class ReliabilityTest(unittest.TestCase):
         print("drain: client", client, file=sys.stderr)
 
     def test_deadline_storm_counts_match(self):
-        s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64}})
+        # Expiry, not refusal: with cost-aware admission on, the hopeless calls would be
+        # refused at arrival instead (test_deadline_storm_refused_at_arrival).
+        s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64,
+                                             "refuse_late_requests": False}})
         # Long answers: nothing can finish inside 50 ms, so every call must expire.
         # 48, not 64, clients: the server's deadline for a call is later than the client's
         # by the transit time, so a client's next call can arrive while its previous one is
@@ -314,6 +317,33 @@ class ReliabilityTest(unittest.TestCase):
         # queued and unexpired server-side.
         self.assertLess(4 * client.get("RESOURCE_EXHAUSTED", 0), rep["requests"], client)
         print("deadline storm: client", client, file=sys.stderr)
+
+    def test_deadline_storm_refused_at_arrival(self):
+        """The same storm with cost-aware admission on: once the batch is full, calls that
+        cannot finish in their 50 ms are refused at arrival instead of queueing to expire, and
+        the server still counts every call with the status its client got."""
+        s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64}})
+        load = self.load(s, "--concurrency", "48", "--duration", "5", "--timeout", "0.05",
+                         "--max-new-tokens", "256", "--block-length", "256", "Hello")
+        rep = self.report(load, all_fail=True)
+        client = rep["by_status"]
+        server = wait_counts(s, rep["requests"], settle=3)
+        errors = first_errors([rep])
+        self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE"},
+                        (client, errors))
+        client = unavailable_in_transit(self, client, server, errors)
+        self.assertEqual(server.get("RESOURCE_EXHAUSTED", 0), client.get("RESOURCE_EXHAUSTED", 0))
+        missing = client.get("DEADLINE_EXCEEDED", 0) - server.get("DEADLINE_EXCEEDED", 0)
+        self.assertGreaterEqual(missing, 0, (server, client))
+        self.assertLessEqual(missing, 0.02 * rep["requests"], (server, client))
+        # Most calls are refused at arrival; only those that found a free slot (and the
+        # forecast's first measurements) ran and expired.
+        self.assertGreater(client.get("RESOURCE_EXHAUSTED", 0), rep["requests"] / 2, client)
+        refusals = [r for r in s.records("request_done") if r.get("status") == "RESOURCE_EXHAUSTED"]
+        self.assertTrue(refusals)
+        for r in refusals[:50]:
+            self.assertIn("cannot finish before its deadline", r.get("error", ""), r)
+        print("deadline storm, refused: client", client, file=sys.stderr)
 
 
 if __name__ == "__main__":

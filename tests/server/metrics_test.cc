@@ -46,6 +46,7 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_num_requests_running",
                            "dllm_num_requests_waiting",
                            "dllm_kv_cache_usage_ratio",
+                           "dllm_backlog_seconds",
                            "dllm_generated_tokens_total",
                            "dllm_prompt_tokens_total",
                            "dllm_decision_overhead_seconds_total",
@@ -87,7 +88,7 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   partial.committed_per_sequence = {0, 0, 0};
   partial.predicted_positions = 30;
   m.OnStep(partial);
-  m.OnQueue(5, 3, 0.75);
+  m.OnQueue({.waiting = 5, .running = 3, .kv_usage_ratio = 0.75, .backlog_seconds = 2.5});
   m.CountRequest("OK");
   m.CountRequest("OK");
   m.CountRequest("UNAUTHENTICATED");
@@ -127,6 +128,7 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   CHECK(Sample(text, "dllm_num_requests_waiting") == 5);
   CHECK(Sample(text, "dllm_num_requests_running") == 3);
   CHECK(Sample(text, "dllm_kv_cache_usage_ratio") == 0.75);
+  CHECK(Sample(text, "dllm_backlog_seconds") == 2.5);
   CHECK(Sample(text, "dllm_prompt_tokens_total") == 7);
   CHECK(Sample(text, "dllm_generated_tokens_total") == 11);
   CHECK(Sample(text, "dllm_request_duration_seconds_sum") == 1.5);

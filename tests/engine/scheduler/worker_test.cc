@@ -414,7 +414,7 @@ TEST_CASE("Admission respects the KV byte budget", "[scheduler][admission]") {
       max_sequences = std::max(max_sequences, info.sequences);
       ++steps;
     }
-    void OnQueue(int, int running, double kv) override { max_kv = std::max(max_kv, kv); }
+    void OnQueue(const QueueInfo& info) override { max_kv = std::max(max_kv, info.kv_usage_ratio); }
     int max_sequences = 0;
     int steps = 0;
     double max_kv = 0;

@@ -1,0 +1,49 @@
+#include "engine/scheduler/completion_forecast.h"
+
+#include <algorithm>
+
+namespace dllm {
+namespace {
+
+// Weight of a new observation. Steps alternate between full and partial, so step time is
+// averaged over ~20 steps; steps per mask varies between prompts, averaged over ~10 requests.
+constexpr double kStepWeight = 0.05;
+constexpr double kFinishedWeight = 0.1;
+
+void Average(std::optional<double>& mean, double value, double weight) {
+  mean = mean.has_value() ? *mean + weight * (value - *mean) : value;
+}
+
+}  // namespace
+
+CompletionForecast::CompletionForecast(int batch_slots) : batch_slots_(std::max(1, batch_slots)) {}
+
+void CompletionForecast::ObserveStep(double seconds, int sequences) {
+  if (sequences < 1 || !(seconds >= 0)) return;
+  Average(step_seconds_, seconds, kStepWeight);
+}
+
+void CompletionForecast::ObserveFinished(int masks, int steps) {
+  if (masks < 1 || steps < 1) return;
+  Average(steps_per_mask_, static_cast<double>(steps) / masks, kFinishedWeight);
+}
+
+std::optional<double> CompletionForecast::Steps(int masks, int steps_cap) const {
+  if (!steps_per_mask_.has_value()) return std::nullopt;
+  // At least one step per request with a mask left, whatever the average says.
+  double steps = masks > 0 ? std::max(1.0, masks * *steps_per_mask_) : 0.0;
+  if (steps_cap > 0) steps = std::min(steps, static_cast<double>(steps_cap));
+  return steps;
+}
+
+std::optional<double> CompletionForecast::SecondsToFinish(double own_steps,
+                                                          double ahead_steps) const {
+  if (!step_seconds_.has_value()) return std::nullopt;
+  return std::max(own_steps, (ahead_steps + own_steps) / batch_slots_) * *step_seconds_;
+}
+
+double CompletionForecast::BacklogSeconds(double ahead_steps) const {
+  return step_seconds_.has_value() ? ahead_steps / batch_slots_ * *step_seconds_ : 0.0;
+}
+
+}  // namespace dllm
