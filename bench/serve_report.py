@@ -136,7 +136,9 @@ def projection_table(rows):
         s = r["by_status"]
         return ["%s%s" % (r.get("admission", "none"),
                           " %gs" % r["deadline_s"] if r.get("deadline_s") else ""),
-                "%d / %d" % (s.get("RESOURCE_EXHAUSTED", 0), s.get("DEADLINE_EXCEEDED", 0))]
+                "%d / %d" % (s.get("RESOURCE_EXHAUSTED", 0), s.get("DEADLINE_EXCEEDED", 0)) +
+                ("" if r.get("profile") != "real time" or not r.get("refusal_ms") else
+                 " (refused in p99 %s ms)" % fmt(r["refusal_ms"]["p99"], 2))]
     body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 2)] +
             ([str(r.get("max_step_rows") or "-")] if budgets else []) +
             (admitted(r) if admission else []) +

@@ -312,7 +312,8 @@ class Simulation final : public EngineObserver {
     if (!id.ok()) {
       results_[i].status = absl::StatusCodeToString(id.status().code());
       results_[i].text = std::string(id.status().message());
-      results_[i].end_s = requests_[i].arrival_s;
+      // When the refusal came back: in virtual time at once; in real time as measured.
+      results_[i].end_s = now_s();
       --outstanding_;
     }
   }

@@ -76,6 +76,10 @@ def sim_row(requests, results, rate, settings, slo, profile_name):
     row["step_interval_ms"] = serve.summary_ms(
         [b - a for r in results if r["status"] == "OK"
          for a, b in zip(r["steps_s"], r["steps_s"][1:])])
+    # How long a refusal took to come back (cost-aware admission refuses at arrival).
+    refused = [r["end_s"] - r["arrival_s"] for r in results if r["status"] == "RESOURCE_EXHAUSTED"]
+    if refused:
+        row["refusal_ms"] = serve.summary_ms(refused)
     rows = sum(r["rows"] for r in results if r["status"] == "OK")
     tokens = sum(r["output_tokens"] for r in results if r["status"] == "OK")
     row["rows_per_token"] = rows / tokens if tokens else None
@@ -102,11 +106,18 @@ def nnls(x, y):
 
 def fit_profile(steps, name, source):
     """A latency profile fitted to step records (dllm-serve-sim --steps-out): a straight rows
-    curve from an intercept plus the linear terms, all >= 0."""
+    curve from an intercept plus the linear terms, all >= 0. The fit minimises relative error
+    with every batch size (sequences in the step) weighing alike: a burst's calibration steps
+    are mostly large batches, while open-loop serving below saturation runs mostly small ones,
+    and a request's latency sums steps of every size."""
+    import collections
     import numpy as np
     x = np.array([[1.0] + [s[f] for f in FEATURES] for s in steps])
     y = np.array([s["seconds"] for s in steps])
-    coef = nnls(x, y)
+    per_size = collections.Counter(s["sequences"] for s in steps)
+    weight = np.sqrt(np.array([1.0 / per_size[s["sequences"]] for s in steps])
+                     / np.maximum(y, 1e-9))
+    coef = nnls(x * weight[:, None], y * weight)
     top = max(s["rows"] for s in steps)
     pred = x @ coef
     rel = np.abs(pred - y) / np.maximum(y, 1e-9)

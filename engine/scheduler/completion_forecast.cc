@@ -1,6 +1,8 @@
 #include "engine/scheduler/completion_forecast.h"
 
 #include <algorithm>
+#include <functional>
+#include <vector>
 
 namespace dllm {
 namespace {
@@ -36,10 +38,27 @@ std::optional<double> CompletionForecast::Steps(int masks, int steps_cap) const 
   return steps;
 }
 
-std::optional<double> CompletionForecast::SecondsToFinish(double own_steps,
-                                                          double ahead_steps) const {
+std::optional<CompletionForecast::Times> CompletionForecast::Forecast(
+    std::span<const double> running_steps, std::span<const double> queued_steps,
+    double own_steps) const {
   if (!step_seconds_.has_value()) return std::nullopt;
-  return std::max(own_steps, (ahead_steps + own_steps) / batch_slots_) * *step_seconds_;
+  // Min-heap of the step at which each slot frees; free slots free at 0.
+  std::vector<double> frees(running_steps.begin(), running_steps.end());
+  frees.resize(std::max<size_t>(frees.size(), static_cast<size_t>(batch_slots_)), 0.0);
+  const auto later = std::greater<double>();
+  std::make_heap(frees.begin(), frees.end(), later);
+  auto take_slot = [&] {
+    std::pop_heap(frees.begin(), frees.end(), later);
+    const double at = frees.back();
+    frees.pop_back();
+    return at;
+  };
+  for (double steps : queued_steps) {
+    frees.push_back(take_slot() + steps);
+    std::push_heap(frees.begin(), frees.end(), later);
+  }
+  const double start = take_slot();
+  return Times{start * *step_seconds_, (start + own_steps) * *step_seconds_};
 }
 
 double CompletionForecast::BacklogSeconds(double ahead_steps) const {

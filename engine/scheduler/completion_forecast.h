@@ -5,15 +5,16 @@
 // Work is counted in sequence-steps (one sequence's denoising step). A request with M answer
 // masks needs about M × (steps per mask) of them, where steps per mask is measured on the
 // sequences that finished decoding (an average of 0.3 means ~3.4 tokens per step), bounded
-// by its step cap. Time per step is measured too. With W sequence-steps ahead of it (the
-// steps left of the running sequences and of the queued requests) and B batch slots, the
-// forecast is the fluid approximation of continuous batching:
+// by its step cap. Time per step is measured too. Continuous batching with B slots is then
+// played forward in steps: each running sequence holds its slot for the steps it has left,
+// each queued request (first in, first out) takes the first slot that frees and holds it for
+// its own steps, and a new request starts when a slot frees after them:
 //
-//   seconds = max(own × step_seconds, (W + own) × step_seconds / B)
+//   seconds = (start + own) × step_seconds
 //
-// The first term is the request alone at the current step time; the second is the backlog's
-// share of the batch. step_seconds is measured at the current batch size, so under overload
-// (where admission matters) it is the full batch's step time.
+// (A fluid model, (work ahead + own) / B, is optimistic by up to `own`: a request's steps run
+// one after the other, in one slot.) step_seconds is measured at the current batch size, so
+// under overload (where admission matters) it is the full batch's step time.
 //
 // Both measurements are exponential moving averages; until one step and one finished
 // sequence were seen there is no forecast (nullopt), and the worker admits.
@@ -23,6 +24,7 @@
 #define DLLM_ENGINE_SCHEDULER_COMPLETION_FORECAST_H_
 
 #include <optional>
+#include <span>
 
 namespace dllm {
 
@@ -39,10 +41,17 @@ class CompletionForecast {
   // Sequence-steps left for `masks` masks, at most `steps_cap` (0: no cap). nullopt before
   // a finished sequence was observed.
   std::optional<double> Steps(int masks, int steps_cap) const;
-  // Seconds until a request needing `own_steps` finishes with `ahead_steps` sequence-steps
-  // ahead of it (see above). nullopt before a step was observed.
-  std::optional<double> SecondsToFinish(double own_steps, double ahead_steps) const;
-  // Seconds to work off `ahead_steps` at full batch: the load signal (0 before a step).
+  // When a request needing `own_steps` would start and finish, in seconds from now, behind
+  // running sequences with `running_steps` left each (at most B of them) and queued requests
+  // needing `queued_steps` each, in queue order. nullopt before a step was observed.
+  struct Times {
+    double start_s = 0;
+    double finish_s = 0;
+  };
+  std::optional<Times> Forecast(std::span<const double> running_steps,
+                                std::span<const double> queued_steps, double own_steps) const;
+  // Seconds to work off `ahead_steps` sequence-steps at full batch: the load signal (0 before
+  // a step).
   double BacklogSeconds(double ahead_steps) const;
 
  private:

@@ -59,13 +59,26 @@ absl::Status Worker::Enqueue(PendingRequest request) {
   return absl::OkStatus();
 }
 
-std::optional<double> Worker::StepsAhead() const {
+std::optional<CompletionForecast::Times> Worker::ForecastNow(double own_steps) const {
   if (!running_steps_left_.has_value()) return std::nullopt;
-  double ahead = *running_steps_left_;
+  std::vector<double> queued;
+  queued.reserve(queue_.size());
   const int32_t mask = options_.context.mask_token_id;
-  for (const PendingRequest& queued : queue_) {
-    ahead += forecast_.Steps(queued.answer_masks(mask), queued.request.decoding.max_denoising_steps)
-                 .value_or(0.0);
+  for (const PendingRequest& q : queue_) {
+    queued.push_back(
+        forecast_.Steps(q.answer_masks(mask), q.request.decoding.max_denoising_steps).value_or(0));
+  }
+  return forecast_.Forecast(*running_steps_left_, queued, own_steps);
+}
+
+double Worker::StepsAhead() const {
+  if (!running_steps_left_.has_value()) return 0;
+  double ahead = 0;
+  for (double steps : *running_steps_left_) ahead += steps;
+  const int32_t mask = options_.context.mask_token_id;
+  for (const PendingRequest& q : queue_) {
+    ahead +=
+        forecast_.Steps(q.answer_masks(mask), q.request.decoding.max_denoising_steps).value_or(0);
   }
   return ahead;
 }
@@ -79,25 +92,23 @@ absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
   const std::optional<double> own =
       forecast_.Steps(request.answer_masks(options_.context.mask_token_id),
                       request.request.decoding.max_denoising_steps);
-  const std::optional<double> ahead = StepsAhead();
-  if (!own.has_value() || !ahead.has_value()) return absl::OkStatus();
-  const std::optional<double> seconds = forecast_.SecondsToFinish(*own, *ahead);
-  if (!seconds.has_value()) return absl::OkStatus();
+  if (!own.has_value()) return absl::OkStatus();
+  const std::optional<CompletionForecast::Times> times = ForecastNow(*own);
+  if (!times.has_value()) return absl::OkStatus();
   const double left_s =
       absl::ToDoubleSeconds(request.request.deadline - options_.context.clock->Now());
-  if (*seconds <= left_s) return absl::OkStatus();
+  if (times->finish_s <= left_s) return absl::OkStatus();
   return LoadRefusal(absl::StrFormat(
       "the request cannot finish before its deadline at the current load: forecast %.1f s "
-      "(%.1f s of running and queued work ahead, %d queued), deadline in %.1f s",
-      *seconds, forecast_.BacklogSeconds(*ahead), static_cast<int>(queue_.size()),
+      "(%.1f s waiting for a batch slot behind %d running and %d queued), deadline in %.1f s",
+      times->finish_s, times->start_s, running_, static_cast<int>(queue_.size()),
       std::max(0.0, left_s)));
 }
 
 absl::Status Worker::LoadRefusal(std::string message) const {
   absl::Status status = absl::ResourceExhaustedError(std::move(message));
-  const std::optional<double> ahead = StepsAhead();
-  const double backlog_s = ahead.has_value() ? forecast_.BacklogSeconds(*ahead) : 0.0;
-  SetRetryAfter(absl::Seconds(std::max(1.0, backlog_s)), &status);
+  const std::optional<CompletionForecast::Times> times = ForecastNow(0);
+  SetRetryAfter(absl::Seconds(std::max(1.0, times.has_value() ? times->start_s : 0.0)), &status);
   return status;
 }
 
@@ -346,17 +357,17 @@ void Worker::RetireDone() {
     for (const auto& [masks, steps] : finished) forecast_.ObserveFinished(masks, steps);
     running_steps_left_.reset();
     if (forecast_.Steps(1, 0).has_value()) {  // steps per mask measured
-      double left = 0;
+      std::vector<double> left;
+      left.reserve(active_.size());
       for (const auto& seq : active_) {
         const int cap = seq->request().decoding.max_denoising_steps;
-        left +=
+        left.push_back(
             forecast_.Steps(seq->masks_left(), cap > 0 ? std::max(1, cap - seq->steps_done()) : 0)
-                .value_or(0.0);
+                .value_or(0.0));
       }
-      running_steps_left_ = left;
+      running_steps_left_ = std::move(left);
     }
-    const std::optional<double> ahead = StepsAhead();
-    queue.backlog_seconds = ahead.has_value() ? forecast_.BacklogSeconds(*ahead) : 0.0;
+    queue.backlog_seconds = forecast_.BacklogSeconds(StepsAhead());
   }
   if (options_.observer != nullptr) {
     queue.running = static_cast<int>(active_.size());

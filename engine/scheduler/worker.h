@@ -96,13 +96,17 @@ class Worker {
   void RetireDone();
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;
-  // Sequence-steps ahead of a request enqueued now: running and queued. nullopt without a
-  // forecast.
-  std::optional<double> StepsAhead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The forecast for a request needing `own_steps` enqueued now, behind the running
+  // sequences and the queue. nullopt without measurements.
+  std::optional<CompletionForecast::Times> ForecastNow(double own_steps) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sequence-steps of the running and queued requests (0 without measurements).
+  double StepsAhead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK, or the load refusal of `request` (see cost-aware admission above).
   absl::Status ForecastAdmission(const PendingRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A RESOURCE_EXHAUSTED refusal with RetryAfter set when the backlog can be forecast.
+  // A RESOURCE_EXHAUSTED refusal with RetryAfter: the forecast wait for a batch slot, at
+  // least 1 s.
   absl::Status LoadRefusal(std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerOptions options_;
@@ -122,9 +126,9 @@ class Worker {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   CompletionForecast forecast_ ABSL_GUARDED_BY(mu_);
-  // Forecast sequence-steps left of the active sequences (nullopt: no forecast yet),
-  // published by the worker after every step.
-  std::optional<double> running_steps_left_ ABSL_GUARDED_BY(mu_);
+  // Forecast steps left of each active sequence (nullopt: no forecast yet), published by the
+  // worker after every step.
+  std::optional<std::vector<double>> running_steps_left_ ABSL_GUARDED_BY(mu_);
 
   // Worker thread only.
   std::vector<std::unique_ptr<Sequence>> active_;

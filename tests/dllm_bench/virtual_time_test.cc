@@ -120,9 +120,9 @@ TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes lat
   REQUIRE(first->Wait().status.ok());  // measured: 8 steps for 8 masks, 0.25 s each
   CHECK(hopeless->Wait().reason == FinishReason::kDeadline);
 
-  // One request runs, parked after its first step: 7 of its steps are left... forecast as 8
+  // One request runs, parked after its first step: 7 of its steps are left, forecast as 8
   // (masks left × steps per mask, published before the step). A new request needs 8 steps:
-  // with one slot it finishes in (8 + 8) × 0.25 = 4 s.
+  // it gets the one slot after 8 steps (2 s) and finishes 8 steps later, at 4 s.
   absl::Notification entered2, release2;
   auto running = testing::BlockingSink(&entered2, &release2);
   REQUIRE(e.Submit(Request(absl::InfiniteFuture()), running).ok());
@@ -130,11 +130,11 @@ TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes lat
   auto late = e.Submit(Request(clock.Now() + absl::Milliseconds(3900)),
                        std::make_shared<testing::CollectSink>());
   REQUIRE(absl::IsResourceExhausted(late.status()));
-  CHECK_THAT(
-      std::string(late.status().message()),
-      Catch::Contains("cannot finish before its deadline") && Catch::Contains("forecast 4.0 s"));
+  CHECK_THAT(std::string(late.status().message()),
+             Catch::Contains("cannot finish before its deadline") &&
+                 Catch::Contains("forecast 4.0 s (2.0 s waiting for a batch slot"));
   REQUIRE(RetryAfter(late.status()).has_value());
-  CHECK(*RetryAfter(late.status()) == absl::Seconds(2));  // 8 steps ahead × 0.25 s
+  CHECK(*RetryAfter(late.status()) == absl::Seconds(2));  // the wait for the slot
   auto in_time = std::make_shared<testing::CollectSink>();
   REQUIRE(e.Submit(Request(clock.Now() + absl::Milliseconds(4100)), in_time).ok());
   auto patient = std::make_shared<testing::CollectSink>();
