@@ -206,6 +206,14 @@ def validate(args):
     tasks = load_tasks(args.workload)
     with open(args.profile) as f:
         profile_name = json.load(f)["name"]
+    # In-process real-time figures of an earlier validation of the same points: they do not
+    # depend on the profile, so a refitted profile is validated without running them again.
+    earlier_real = {}
+    if args.reuse_real:
+        with open(args.reuse_real) as f:
+            for r in (json.loads(line) for line in f if line.strip()):
+                if "real" in r:
+                    earlier_real[(tuple(r["settings"]), r["rate"], r["max_batch"])] = r["real"]
     out = []
     print("| setting | rate (req/s) | fraction | tok/s measured | sim | err | p50 E2EL ms "
           "measured | sim | err | p99 E2EL ms measured | sim | err |")
@@ -220,6 +228,11 @@ def validate(args):
         # a few times: their mean is a second target and their spread the noise floor.
         real = [sim_row(reqs, run_sim(args, reqs, m["max_batch"]), m["rate"], settings,
                         m["slo_s"], "real time") for _ in range(args.real_repeats)]
+        reused = earlier_real.get((tuple(m["settings"]), m["rate"], m["max_batch"]))
+        if not real and reused:
+            real = [{"output_throughput": t, "e2el_ms": {"median": p50, "p99": p99}}
+                    for t, p50, p99 in zip(reused["output_throughput"], reused["e2el_median"],
+                                           reused["e2el_p99"])]
         row.update(phase="validate", model=m["model"], max_batch=m["max_batch"],
                    saturation_fraction=m.get("saturation_fraction"),
                    measured={"output_throughput": m["output_throughput"],
@@ -310,6 +323,9 @@ def main(argv=None):
                     help="validate: rows at most this fraction of saturation")
     ap.add_argument("--real-repeats", type=int, default=0,
                     help="validate: also run each point this many times in real time")
+    ap.add_argument("--reuse-real", default="",
+                    help="validate: take the in-process real-time runs from this earlier "
+                    "validation's rows instead of running them")
     ap.add_argument("--workload", default="",
                     help="tasks JSONL (default: the cot test split; calibrate: the val split)")
     ap.add_argument("--requests", type=int, default=24)

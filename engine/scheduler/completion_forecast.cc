@@ -2,15 +2,23 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 namespace dllm {
 namespace {
 
-// Weight of a new observation. Steps alternate between full and partial, so step time is
-// averaged over ~20 steps; steps per mask varies between prompts, averaged over ~10 requests.
+// Weight of a new step time: steps alternate between full and partial, so step time is
+// averaged over ~20 steps.
 constexpr double kStepWeight = 0.05;
-constexpr double kFinishedWeight = 0.1;
+// Steps per mask of the most recent finished sequences kept.
+constexpr size_t kRecentFinished = 64;
+
+double Quantile(std::vector<double> values, double q) {
+  const size_t k = std::min(values.size() - 1, static_cast<size_t>(q * values.size()));
+  std::nth_element(values.begin(), values.begin() + k, values.end());
+  return values[k];
+}
 
 void Average(std::optional<double>& mean, double value, double weight) {
   mean = mean.has_value() ? *mean + weight * (value - *mean) : value;
@@ -27,13 +35,22 @@ void CompletionForecast::ObserveStep(double seconds, int sequences) {
 
 void CompletionForecast::ObserveFinished(int masks, int steps) {
   if (masks < 1 || steps < 1) return;
-  Average(steps_per_mask_, static_cast<double>(steps) / masks, kFinishedWeight);
+  const double ratio = static_cast<double>(steps) / masks;
+  if (recent_.size() < kRecentFinished) {
+    recent_.push_back(ratio);
+  } else {
+    recent_[next_recent_] = ratio;
+  }
+  next_recent_ = (next_recent_ + 1) % kRecentFinished;
 }
 
-std::optional<double> CompletionForecast::Steps(int masks, int steps_cap) const {
-  if (!steps_per_mask_.has_value()) return std::nullopt;
-  // At least one step per request with a mask left, whatever the average says.
-  double steps = masks > 0 ? std::max(1.0, masks * *steps_per_mask_) : 0.0;
+std::optional<double> CompletionForecast::Steps(int masks, int steps_cap, double quantile) const {
+  if (recent_.empty()) return std::nullopt;
+  const double per_mask =
+      quantile < 0 ? std::accumulate(recent_.begin(), recent_.end(), 0.0) / recent_.size()
+                   : Quantile(recent_, quantile);
+  // At least one step per request with a mask left, whatever the data say.
+  double steps = masks > 0 ? std::max(1.0, masks * per_mask) : 0.0;
   if (steps_cap > 0) steps = std::min(steps, static_cast<double>(steps_cap));
   return steps;
 }

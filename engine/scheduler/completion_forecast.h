@@ -4,10 +4,11 @@
 //
 // Work is counted in sequence-steps (one sequence's denoising step). A request with M answer
 // masks needs about M × (steps per mask) of them, where steps per mask is measured on the
-// sequences that finished decoding (an average of 0.3 means ~3.4 tokens per step), bounded
-// by its step cap. Time per step is measured too. Continuous batching with B slots is then
-// played forward in steps: each running sequence holds its slot for the steps it has left,
-// each queued request (first in, first out) takes the first slot that frees and holds it for
+// last 64 sequences that finished decoding (0.3 means ~3.4 tokens per step), bounded by its
+// step cap: their mean for the work ahead, a quantile (the worker uses the slowest) for the
+// request whose deadline is at stake. Time per step is measured too. Continuous batching with B
+// slots is then played forward in steps: each running sequence holds its slot for the steps it has
+// left, each queued request (first in, first out) takes the first slot that frees and holds it for
 // its own steps, and a new request starts when a slot frees after them:
 //
 //   seconds = (start + own) × step_seconds
@@ -25,6 +26,7 @@
 
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace dllm {
 
@@ -38,9 +40,10 @@ class CompletionForecast {
   // A sequence that finished decoding in `steps` steps, starting from `masks` masks (>= 1).
   void ObserveFinished(int masks, int steps);
 
-  // Sequence-steps left for `masks` masks, at most `steps_cap` (0: no cap). nullopt before
-  // a finished sequence was observed.
-  std::optional<double> Steps(int masks, int steps_cap) const;
+  // Sequence-steps left for `masks` masks, at most `steps_cap` (0: no cap), from the steps
+  // per mask of the last 64 finished sequences: their mean (quantile < 0), or that quantile
+  // in [0, 1]. nullopt before a finished sequence was observed.
+  std::optional<double> Steps(int masks, int steps_cap, double quantile = -1) const;
   // When a request needing `own_steps` would start and finish, in seconds from now, behind
   // running sequences with `running_steps` left each (at most B of them) and queued requests
   // needing `queued_steps` each, in queue order. nullopt before a step was observed.
@@ -57,7 +60,8 @@ class CompletionForecast {
  private:
   const int batch_slots_;
   std::optional<double> step_seconds_;
-  std::optional<double> steps_per_mask_;
+  std::vector<double> recent_;  // steps per mask, a ring of the last finished sequences
+  size_t next_recent_ = 0;
 };
 
 }  // namespace dllm
