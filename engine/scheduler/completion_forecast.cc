@@ -14,12 +14,6 @@ constexpr double kStepWeight = 0.05;
 // Steps per mask of the most recent finished sequences kept.
 constexpr size_t kRecentFinished = 64;
 
-double Quantile(std::vector<double> values, double q) {
-  const size_t k = std::min(values.size() - 1, static_cast<size_t>(q * values.size()));
-  std::nth_element(values.begin(), values.begin() + k, values.end());
-  return values[k];
-}
-
 void Average(std::optional<double>& mean, double value, double weight) {
   mean = mean.has_value() ? *mean + weight * (value - *mean) : value;
 }
@@ -44,11 +38,9 @@ void CompletionForecast::ObserveFinished(int masks, int steps) {
   next_recent_ = (next_recent_ + 1) % kRecentFinished;
 }
 
-std::optional<double> CompletionForecast::Steps(int masks, int steps_cap, double quantile) const {
+std::optional<double> CompletionForecast::Steps(int masks, int steps_cap) const {
   if (recent_.empty()) return std::nullopt;
-  const double per_mask =
-      quantile < 0 ? std::accumulate(recent_.begin(), recent_.end(), 0.0) / recent_.size()
-                   : Quantile(recent_, quantile);
+  const double per_mask = std::accumulate(recent_.begin(), recent_.end(), 0.0) / recent_.size();
   // At least one step per request with a mask left, whatever the data say.
   double steps = masks > 0 ? std::max(1.0, masks * per_mask) : 0.0;
   if (steps_cap > 0) steps = std::min(steps, static_cast<double>(steps_cap));

@@ -59,18 +59,6 @@ absl::Status Worker::Enqueue(PendingRequest request) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// The request's own steps are forecast at the slowest pace (steps per mask) of the recent
-// finished sequences, the work ahead of it at their mean: a request is admitted only if it
-// would make its deadline even as the slowest of them. Chosen on the val split of the cot
-// workload (llada-cot, EntropyCache, max batch 8, deadline 4 s, 1-2x saturation, this CPU's
-// profile): SLO attainment 0.92 / 0.68 / 0.52 at 1 / 1.5 / 2x saturation, against 0.91 / 0.63 /
-// 0.50 with the mean and 0.88 / 0.65 / 0.53 with the 90th percentile (docs/serving-simulation.md).
-constexpr double kOwnStepsQuantile = 1.0;
-
-}  // namespace
-
 std::optional<CompletionForecast::Times> Worker::ForecastNow(double own_steps) const {
   if (!running_steps_left_.has_value()) return std::nullopt;
   std::vector<double> queued;
@@ -103,7 +91,7 @@ absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
   }
   const std::optional<double> own =
       forecast_.Steps(request.answer_masks(options_.context.mask_token_id),
-                      request.request.decoding.max_denoising_steps, kOwnStepsQuantile);
+                      request.request.decoding.max_denoising_steps);
   if (!own.has_value()) return absl::OkStatus();
   const std::optional<CompletionForecast::Times> times = ForecastNow(*own);
   if (!times.has_value()) return absl::OkStatus();

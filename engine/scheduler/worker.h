@@ -16,8 +16,7 @@
 // completion forecast (engine/scheduler/completion_forecast.h) says it cannot finish before
 // its deadline: the work ahead of it is the steps left of the running sequences and of the
 // queued requests. A request without a deadline, or one that finds a free slot, is never
-// refused for load, and nothing is refused before the forecast has measurements. The
-// request's own steps are forecast at the slowest pace of the recent finished sequences.
+// refused for load, and nothing is refused before the forecast has measurements.
 //
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "bench/step_cost_executor.h"
 #include "bench/virtual_clock.h"
@@ -93,6 +94,24 @@ TEST_CASE("virtual time: request timings and deadlines follow the engine's clock
   CHECK(passes == 11);
 }
 
+// Reports when the worker has retired every request (a final event comes before the worker
+// frees the request's batch slot).
+class IdleWatch final : public EngineObserver {
+ public:
+  void OnQueue(const QueueInfo& info) override {
+    absl::MutexLock lock(&mu_);
+    idle_ = info.running == 0 && info.waiting == 0;
+  }
+  void WaitIdle() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&idle_));
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes late",
           "[sim][virtual_time][admission]") {
   VirtualClock clock;
@@ -100,9 +119,11 @@ TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes lat
   auto executor = std::make_unique<StepCostExecutor>(
       std::make_unique<testing::FakeExecutor>(int64_t{1} << 30, testing::ScriptedRow), 1,
       [&](const StepCost&, const StepCost&) { clock.Set(clock.elapsed_s() + kStepS); });
+  IdleWatch idle;
   EngineOptions options;
   options.max_batch_sequences = 1;
   options.clock = &clock;
+  options.observer = &idle;
   auto engine = CreateEngineForTesting(options, testing::FakeConfig(false), std::move(executor),
                                        std::make_unique<testing::FakeTokenizer>());
   REQUIRE(engine.ok());
@@ -145,6 +166,7 @@ TEST_CASE("virtual time: cost-aware admission refuses what the backlog makes lat
   CHECK(made_it.status.ok());
   CHECK(made_it.stats.total_seconds == Approx(7 * kStepS + 8 * kStepS));
   CHECK(patient->Wait().status.ok());
+  idle.WaitIdle();
 
   // A free slot admits whatever the deadline (the request alone is not forecast).
   auto alone = std::make_shared<testing::CollectSink>();
