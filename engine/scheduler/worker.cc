@@ -105,8 +105,8 @@ absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
       std::max(0.0, left_s)));
 }
 
-absl::Status Worker::LoadRefusal(std::string message) const {
-  absl::Status status = absl::ResourceExhaustedError(std::move(message));
+absl::Status Worker::LoadRefusal(absl::string_view message) const {
+  absl::Status status = absl::ResourceExhaustedError(message);
   const std::optional<CompletionForecast::Times> times = ForecastNow(0);
   SetRetryAfter(absl::Seconds(std::max(1.0, times.has_value() ? times->start_s : 0.0)), &status);
   return status;

@@ -35,6 +35,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
@@ -107,7 +108,7 @@ class Worker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A RESOURCE_EXHAUSTED refusal with RetryAfter: the forecast wait for a batch slot, at
   // least 1 s.
-  absl::Status LoadRefusal(std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadRefusal(absl::string_view message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerOptions options_;
   StepExecutor* const executor_;
