@@ -281,17 +281,15 @@ class ReliabilityTest(unittest.TestCase):
         self.assertLess(events.index("draining"), events.index("stopped"))
         print("drain: client", client, file=sys.stderr)
 
-    def test_deadline_storm_counts_match(self):
-        # Expiry, not refusal: with cost-aware admission on, the hopeless calls would be
-        # refused at arrival instead (test_deadline_storm_refused_at_arrival).
-        s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64,
-                                             "refuse_late_requests": False}})
-        # Long answers: nothing can finish inside 50 ms, so every call must expire.
+    def deadline_storm(self, s, duration_s):
+        """48 clients calling with 50 ms deadlines for answers that cannot finish in time;
+        checks that the server counted every call with the status its client got. Returns
+        the report and the client's counts."""
         # 48, not 64, clients: the server's deadline for a call is later than the client's
         # by the transit time, so a client's next call can arrive while its previous one is
         # not yet expired server-side; 16 spare slots absorb most of that skew.
-        load = self.load(s, "--concurrency", "48", "--duration", "10", "--timeout", "0.05",
-                         "--max-new-tokens", "256", "--block-length", "256", "Hello")
+        load = self.load(s, "--concurrency", "48", "--duration", str(duration_s), "--timeout",
+                         "0.05", "--max-new-tokens", "256", "--block-length", "256", "Hello")
         rep = self.report(load, all_fail=True)
         client = rep["by_status"]
         server = wait_counts(s, rep["requests"], settle=3)
@@ -312,6 +310,15 @@ class ReliabilityTest(unittest.TestCase):
         missing = client.get("DEADLINE_EXCEEDED", 0) - server.get("DEADLINE_EXCEEDED", 0)
         self.assertGreaterEqual(missing, 0, (server, client))
         self.assertLessEqual(missing, 0.02 * rep["requests"], (server, client))
+        return rep, client
+
+    def test_deadline_storm_counts_match(self):
+        # Expiry, not refusal: with cost-aware admission on, the hopeless calls would be
+        # refused at arrival instead (test_deadline_storm_refused_at_arrival).
+        s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64,
+                                             "refuse_late_requests": False}})
+        # Long answers: nothing can finish inside 50 ms, so every call must expire.
+        rep, client = self.deadline_storm(s, 10)
         # Not zero: the server's deadline for a call trails the client's by the transit time,
         # so under CPU contention a client's next call can find its previous one still
         # queued and unexpired server-side.
@@ -323,19 +330,7 @@ class ReliabilityTest(unittest.TestCase):
         cannot finish in their 50 ms are refused at arrival instead of queueing to expire, and
         the server still counts every call with the status its client got."""
         s = self.start(overrides={"engine": {"max_batch_sequences": 8, "queue_capacity": 64}})
-        load = self.load(s, "--concurrency", "48", "--duration", "5", "--timeout", "0.05",
-                         "--max-new-tokens", "256", "--block-length", "256", "Hello")
-        rep = self.report(load, all_fail=True)
-        client = rep["by_status"]
-        server = wait_counts(s, rep["requests"], settle=3)
-        errors = first_errors([rep])
-        self.assertTrue(set(client) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE"},
-                        (client, errors))
-        client = unavailable_in_transit(self, client, server, errors)
-        self.assertEqual(server.get("RESOURCE_EXHAUSTED", 0), client.get("RESOURCE_EXHAUSTED", 0))
-        missing = client.get("DEADLINE_EXCEEDED", 0) - server.get("DEADLINE_EXCEEDED", 0)
-        self.assertGreaterEqual(missing, 0, (server, client))
-        self.assertLessEqual(missing, 0.02 * rep["requests"], (server, client))
+        rep, client = self.deadline_storm(s, 5)
         # Most calls are refused at arrival; only those that found a free slot (and the
         # forecast's first measurements) ran and expired.
         self.assertGreater(client.get("RESOURCE_EXHAUSTED", 0), rep["requests"] / 2, client)
