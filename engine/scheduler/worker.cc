@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <new>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -59,28 +60,28 @@ absl::Status Worker::Enqueue(PendingRequest request) {
   return absl::OkStatus();
 }
 
-std::optional<CompletionForecast::Times> Worker::ForecastNow(double own_steps) const {
-  if (!running_steps_left_.has_value()) return std::nullopt;
+std::optional<double> Worker::StepsOf(const PendingRequest& request) const {
+  return forecast_.Steps(request.answer_masks(options_.context.mask_token_id),
+                         request.request.decoding.max_denoising_steps);
+}
+
+std::vector<double> Worker::QueuedSteps() const {
   std::vector<double> queued;
   queued.reserve(queue_.size());
-  const int32_t mask = options_.context.mask_token_id;
-  for (const PendingRequest& q : queue_) {
-    queued.push_back(
-        forecast_.Steps(q.answer_masks(mask), q.request.decoding.max_denoising_steps).value_or(0));
-  }
-  return forecast_.Forecast(*running_steps_left_, queued, own_steps);
+  for (const PendingRequest& q : queue_) queued.push_back(StepsOf(q).value_or(0));
+  return queued;
+}
+
+std::optional<CompletionForecast::Times> Worker::ForecastNow(double own_steps) const {
+  if (!running_steps_left_.has_value()) return std::nullopt;
+  return forecast_.Forecast(*running_steps_left_, QueuedSteps(), own_steps);
 }
 
 double Worker::StepsAhead() const {
   if (!running_steps_left_.has_value()) return 0;
-  double ahead = 0;
-  for (double steps : *running_steps_left_) ahead += steps;
-  const int32_t mask = options_.context.mask_token_id;
-  for (const PendingRequest& q : queue_) {
-    ahead +=
-        forecast_.Steps(q.answer_masks(mask), q.request.decoding.max_denoising_steps).value_or(0);
-  }
-  return ahead;
+  const std::vector<double> queued = QueuedSteps();
+  return std::accumulate(running_steps_left_->begin(), running_steps_left_->end(), 0.0) +
+         std::accumulate(queued.begin(), queued.end(), 0.0);
 }
 
 absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
@@ -89,9 +90,7 @@ absl::Status Worker::ForecastAdmission(const PendingRequest& request) const {
       !must_wait) {
     return absl::OkStatus();
   }
-  const std::optional<double> own =
-      forecast_.Steps(request.answer_masks(options_.context.mask_token_id),
-                      request.request.decoding.max_denoising_steps);
+  const std::optional<double> own = StepsOf(request);
   if (!own.has_value()) return absl::OkStatus();
   const std::optional<CompletionForecast::Times> times = ForecastNow(*own);
   if (!times.has_value()) return absl::OkStatus();

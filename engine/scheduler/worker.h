@@ -97,6 +97,10 @@ class Worker {
   void RetireDone();
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;
+  // Forecast steps of a pending request, and of each queued one in queue order.
+  std::optional<double> StepsOf(const PendingRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<double> QueuedSteps() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The forecast for a request needing `own_steps` enqueued now, behind the running
   // sequences and the queue. nullopt without measurements.
   std::optional<CompletionForecast::Times> ForecastNow(double own_steps) const
