@@ -66,8 +66,9 @@ def setting_name(row):
     params = " ".join(f"{k}={p[k]:g}" if isinstance(p[k], (int, float)) else f"{k}={p[k]}"
                       for k in order)
     logprobs = f", logprobs={row['logprobs']}" if "logprobs" in row else ""
+    infill = f", infill {row['infill']}" if "infill" in row else ""
     return (decoding_label(row["decoding"]) + f", {policy}" + (f" {params}" if params else "")
-            + logprobs)
+            + logprobs + infill)
 
 
 def accuracy_cell(row):

@@ -68,6 +68,10 @@
 // Tasks with a "final" field (the long-form suite, tools/tasks/longform.py) are scored on the
 // answer's last line starting with "#### " (its text must equal "final"); others on the
 // whole answer. Tasks with a "family" field are also scored per family (accuracy_by_family).
+// A task with a "canvas" field (a list of {"fixed": TEXT} and {"masks_for": TEXT}) decodes
+// from a seeded canvas: TEXT's tokens held fixed, or as many masks as TEXT has tokens, then
+// masks to the answer length (infilling; tools/tasks/infill.py writes such files). The
+// answer scored includes the fixed text.
 //
 // --sweep tau=a:b:n (or tau=t1,t2,... for an explicit list) additionally runs the entropy
 // policy at n thresholds from a to b (k from the first entropy --policy, else 32) and writes
@@ -232,6 +236,10 @@ absl::Status SubmitAll(Engine& engine, const std::vector<Task>& tasks, const Set
     req.id = absl::StrCat(i);
     req.messages = {ChatMessage{"user", tasks[i].prompt}};
     req.max_new_tokens = how.gen_length;
+    absl::StatusOr<std::vector<int32_t>> canvas =
+        CanvasIds(tasks[i], engine.tokenizer(), engine.model_info().mask_token_id, how.gen_length);
+    if (!canvas.ok()) Die(std::string(canvas.status().message()));
+    req.canvas = *std::move(canvas);
     req.decoding = setting.decoding;
     req.cache = setting.cache;
     req.logprobs = setting.logprobs;

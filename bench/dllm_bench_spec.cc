@@ -22,6 +22,7 @@
 #include "cli/flags.h"
 #include "engine/core/model_family.h"
 #include "engine/core/param_fields.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 // The flags, read once into a BenchOptions (ParseBenchOptions). --policy and --decoding may be
@@ -129,11 +130,24 @@ Task ParseTask(const std::string& line, const std::string& path, int line_no) {
       !j["prompt"].is_string() || !j["answer"].is_string()) {
     Die(absl::StrCat(path, ":", line_no, ": expected {\"prompt\": str, \"answer\": str}"));
   }
-  Task task{j["prompt"], j["answer"], "", ""};
+  Task task{j["prompt"], j["answer"], "", "", {}};
   for (auto [key, field] : {std::pair{"final", &task.final}, {"family", &task.family}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_string()) Die(absl::StrCat(path, ":", line_no, ": bad ", key));
     *field = j[key];
+  }
+  if (j.contains("canvas")) {
+    const std::string bad = absl::StrCat(
+        path, ":", line_no, ": expected \"canvas\": [{\"fixed\"|\"masks_for\": str}, ...]");
+    if (!j["canvas"].is_array() || j["canvas"].empty()) Die(bad);
+    for (const nlohmann::json& piece : j["canvas"]) {
+      if (!piece.is_object() || piece.size() != 1) Die(bad);
+      const bool fixed = piece.contains("fixed");
+      const nlohmann::json& text =
+          fixed ? piece["fixed"] : piece.value("masks_for", nlohmann::json());
+      if (!text.is_string()) Die(bad);
+      task.canvas.push_back(CanvasPiece{fixed, text});
+    }
   }
   return task;
 }
@@ -238,6 +252,24 @@ std::vector<Task> ReadTasks(const std::string& path, int limit) {
   }
   if (tasks.empty()) Die("no tasks in " + path);
   return tasks;
+}
+
+absl::StatusOr<std::vector<int32_t>> CanvasIds(const Task& task, const Tokenizer& tokenizer,
+                                               int32_t mask_token_id, int gen_length) {
+  std::vector<int32_t> ids;
+  if (task.canvas.empty()) return ids;
+  for (const CanvasPiece& piece : task.canvas) {
+    std::vector<int32_t> piece_ids = tokenizer.Encode(piece.text);
+    if (!piece.fixed) std::fill(piece_ids.begin(), piece_ids.end(), mask_token_id);
+    ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
+  }
+  if (ids.size() >= static_cast<size_t>(gen_length)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the canvas pieces of the task with prompt \"", task.prompt.substr(0, 40), "...\" take ",
+        ids.size(), " tokens, leaving no mask in --gen-length ", gen_length));
+  }
+  ids.resize(gen_length, mask_token_id);
+  return ids;
 }
 
 bool Correct(const Task& task, const std::string& text) {

@@ -45,16 +45,31 @@ TauAutotuneOptions CheckBenchOptions(const BenchOptions& o);
 
 [[noreturn]] void Die(const std::string& message);
 
+// One piece of a task's seeded answer canvas (the task file's "canvas": a list of
+// {"fixed": TEXT} and {"masks_for": TEXT} objects): TEXT's tokens held fixed, or as many masks
+// as TEXT has tokens, so that a piece of the reference answer keeps its place whatever the
+// model's tokenizer. Masks fill the canvas after the last piece.
+struct CanvasPiece {
+  bool fixed = false;
+  std::string text;
+};
+
 struct Task {
   std::string prompt;
   std::string answer;
   std::string final;   // non-empty: score the "#### " line against it (long-form tasks)
   std::string family;  // non-empty: also counted in the row's accuracy_by_family
+  std::vector<CanvasPiece> canvas;  // empty: an all-mask canvas
 };
 
 // The JSONL task file's tasks, the first `limit` of them when limit > 0. Dies when the file
 // cannot be read, a line is not a task, or there is no task.
 std::vector<Task> ReadTasks(const std::string& path, int limit);
+
+// The answer canvas of `task` as token ids (GenerationRequest::canvas), `gen_length` long, or
+// empty for a task without "canvas". An error names the task when its pieces do not fit.
+absl::StatusOr<std::vector<int32_t>> CanvasIds(const Task& task, const Tokenizer& tokenizer,
+                                               int32_t mask_token_id, int gen_length);
 
 // Whether `text` answers `task`: its "#### " line against "final", else the whole answer
 // (both trimmed).

@@ -172,10 +172,21 @@ class EngineImpl final : public Engine {
                             r.canvas.size(), gen));
       }
       DLLM_RETURN_IF_ERROR(CheckInVocabulary("canvas", r.canvas));
-      if (std::find(r.canvas.begin(), r.canvas.end(), config_.mask_token_id) == r.canvas.end()) {
+      const auto first_mask = std::find(r.canvas.begin(), r.canvas.end(), config_.mask_token_id);
+      if (first_mask == r.canvas.end()) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "canvas: no position to generate (mark them with the mask token, id %d)",
             config_.mask_token_id));
+      }
+      // The answer ends at its first end token, so one fixed before every mask leaves nothing
+      // to generate (and the decoder would finish before its first step).
+      const std::vector<int32_t>& ends = info_.end_token_ids;
+      const auto end = std::find_first_of(r.canvas.begin(), first_mask, ends.begin(), ends.end());
+      if (end != first_mask) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "canvas: token %d is an end token (id %d) before the first mask (token %d): the "
+            "answer would end there with nothing to generate",
+            end - r.canvas.begin(), *end, first_mask - r.canvas.begin()));
       }
     }
     DLLM_RETURN_IF_ERROR(CheckInVocabulary("suffix_ids", suffix));

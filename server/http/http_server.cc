@@ -360,10 +360,11 @@ class Routes final : public HttpRoutes {
                                  "' is not accepted: send the request body uncompressed"),
                     "unsupported_encoding", absl::StatusCode::kInvalidArgument);
     }
-    if (method == nullptr) {
-      // Only the generation calls take a body: any other request with one is refused from
-      // its head (404 where nothing is served, else 413), so that no unauthenticated path
-      // reads (or answers Expect: 100-continue for) a body.
+    const bool takes_body = method != nullptr || IsTokenize(head);
+    if (!takes_body) {
+      // Only the generation calls and tokenize take a body: any other request with one is
+      // refused from its head (404 where nothing is served, else 413), so that no
+      // unauthenticated path reads (or answers Expect: 100-continue for) a body.
       const auto length = head.Header("Content-Length");
       uint64_t bytes = 0;
       if (length && (!absl::SimpleAtoi(std::string(*length), &bytes) || bytes > 0)) {
@@ -373,12 +374,14 @@ class Routes final : public HttpRoutes {
                                "invalid_request_error", "body_not_accepted"));
       }
     }
-    if (method != nullptr) {
+    if (takes_body) {
       Engine* engine = nullptr;
       if (absl::Status st = gateway_->CheckAvailable(head.Header("Authorization"), &engine);
           !st.ok()) {
-        gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()), st, nullptr,
-                             absl::Now(), "http");
+        if (method != nullptr) {
+          gateway_->RecordCall(method, gateway_->LogId(v1::GenerateRequest()), st, nullptr,
+                               absl::Now(), "http");
+        }
         return ErrorResponse(st);
       }
       // JSON only: a browser page may post text/plain or a form to any origin without a
@@ -437,6 +440,10 @@ class Routes final : public HttpRoutes {
       if (!get) return Reply(MethodNotAllowed(head, "GET, HEAD"));
       return Reply(ModelInfo(head));
     }
+    if (path == "/v1/dllm/tokenize") {
+      if (head.method != "POST") return Reply(MethodNotAllowed(head, "POST"));
+      return Reply(Tokenize(request));
+    }
     // The playground: static files compiled into the binary, no token needed (they hold no
     // data; every API call they make carries the token the page asks for).
     if (const PlaygroundAsset* asset = PlaygroundAssetAt(path)) {
@@ -475,7 +482,7 @@ class Routes final : public HttpRoutes {
   static bool Serves(const std::string& path) {
     if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/health" ||
         path == "/v1/models" || absl::StartsWith(path, "/v1/models/") ||
-        path == "/v1/dllm/fields" || path == "/v1/dllm/model_info") {
+        path == "/v1/dllm/fields" || path == "/v1/dllm/model_info" || path == "/v1/dllm/tokenize") {
       return true;
     }
     return PlaygroundAssetAt(path) != nullptr;
@@ -510,6 +517,10 @@ class Routes final : public HttpRoutes {
                                                : nullptr;
   }
 
+  static bool IsTokenize(const HttpRequestHead& head) {
+    return head.method == "POST" && head.path == "/v1/dllm/tokenize";
+  }
+
   // `allow`: the methods the path takes (RFC 9110 §15.5.6: a 405 carries Allow).
   static HttpResponse MethodNotAllowed(const HttpRequestHead& head, std::string_view allow) {
     HttpResponse r = JsonResponse(
@@ -542,6 +553,34 @@ class Routes final : public HttpRoutes {
     json out = json::parse(body, nullptr, /*allow_exceptions=*/false);
     out.erase("model_dir");  // a server path: nothing a browser needs
     out["model"] = model_name_;
+    return JsonResponse(200, DumpJson(out));
+  }
+
+  // Diffusion-specific: gRPC's Tokenize for raw text ({"prompt": TEXT}, no chat template, as
+  // /v1/completions reads a prompt), so that a client can build a seeded `canvas` of token ids
+  // from text (the playground's infill mode does). The ids, and each token's text (its bytes
+  // read as UTF-8, U+FFFD where a token holds part of a character).
+  HttpResponse Tokenize(const HttpRequest& req) {
+    Engine* engine = nullptr;
+    if (absl::Status st = gateway_->CheckAvailable(req.head.Header("Authorization"), &engine);
+        !st.ok()) {
+      return ErrorResponse(st);
+    }
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object() || body.size() != 1 || !body.contains("prompt") ||
+        !body["prompt"].is_string()) {
+      return ErrorResponse(absl::InvalidArgumentError(
+          "request body: expected {\"prompt\": TEXT} (raw text, tokenized without a chat "
+          "template)"));
+    }
+    v1::TokenizeRequest request;
+    request.set_prompt(body["prompt"].get<std::string>());
+    absl::StatusOr<v1::TokenizeResponse> tokens = gateway_->Tokenize(engine, request);
+    if (!tokens.ok()) return ErrorResponse(tokens.status());
+    json out = {{"token_ids", tokens->token_ids()}, {"tokens", json::array()}};
+    // DumpJson writes invalid UTF-8 as U+FFFD.
+    for (const std::string& bytes : tokens->token_bytes()) out["tokens"].push_back(bytes);
+    out["count"] = tokens->token_ids_size();
     return JsonResponse(200, DumpJson(out));
   }
 

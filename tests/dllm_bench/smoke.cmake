@@ -243,3 +243,42 @@ run_bench("(same as baseline)" --gen-length 8 --threads 1 --policy none
 if(NOT out MATCHES "\"changed\":0,\"gained\":0,\"lost\":0,\"tasks\":3}")
   message(FATAL_ERROR "a setting equal to its baseline must change no answer:\n${out}")
 endif()
+
+# A task's "canvas": {"fixed": TEXT} holds TEXT's tokens, {"masks_for": TEXT} leaves as many
+# masks, and masks fill the rest. The answer scored includes the fixed text.
+set(CANVAS_TASKS ${OUT}_canvas.jsonl)
+file(WRITE ${CANVAS_TASKS}
+  "{\"prompt\": \"1+1?\", \"answer\": \"2\", \"canvas\": [{\"fixed\": \"2\"}]}\n"
+  "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"masks_for\": \"ab\"}, {\"fixed\": \"Hello\"}]}\n")
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
+          --none=false --decoding block:block_length=4 --policy entropy:tau=0.5,k=2
+          --answers-out ${OUT}_canvas_answers.jsonl
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "dllm-bench with canvas tasks failed (${rc}):\n${out}\n${err}")
+endif()
+# One answers row for the vanilla baseline and one for the entropy setting. (Read whole: the
+# answers may hold ';', which CMake would split a list at.)
+file(READ ${OUT}_canvas_answers.jsonl answer_rows)
+string(REGEX MATCHALL "\"answers\":\\[\"2[^\"]*\",\"[^\"]*Hello[^\"]*\"\\]" placed "${answer_rows}")
+list(LENGTH placed n)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "expected the fixed text at its place in both rows' answers:\n${answer_rows}")
+endif()
+# Bad canvases end the run with an error that names the problem.
+file(WRITE ${CANVAS_TASKS}
+  "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": \"one two three four five six seven eight nine\"}]}\n")
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "leaving no mask in --gen-length 8")
+  message(FATAL_ERROR "a canvas longer than the answer should fail naming it (${rc}):\n${err}")
+endif()
+file(WRITE ${CANVAS_TASKS} "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": 3}]}\n")
+execute_process(
+  COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES ":1: expected \"canvas\"")
+  message(FATAL_ERROR "a canvas piece that is not text should fail naming the line (${rc}):\n${err}")
+endif()

@@ -36,6 +36,9 @@ class BenchTableTest(unittest.TestCase):
         r["logprobs"] = 5
         self.assertEqual(bench_table.setting_name(r),
                          "timestep + 64 steps, interval k=16 n=8, logprobs=5")
+        r["infill"] = "middle"
+        self.assertEqual(bench_table.setting_name(r),
+                         "timestep + 64 steps, interval k=16 n=8, logprobs=5, infill middle")
 
     def test_table_cells_and_rejected_rows(self):
         rows = [row(baseline="vanilla", speedup_vs_baseline=1.0,

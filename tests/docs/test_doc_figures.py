@@ -263,6 +263,21 @@ class DocFiguresTest(unittest.TestCase):
                 width = int.from_bytes(head[16:20], "big")
                 self.assertEqual(width, 1800, f"{path}: three panels, 600 pixels each")
 
+    def test_infill_table_matches_its_rows(self):
+        (header, lines), = tables_in("models/README.md", "## Infilling", "| model | vanilla")
+        self.assertEqual(len(lines), len(TUNED_MODELS))
+        for cells in lines:
+            model = cells[0]
+            with self.subTest(model=model):
+                by = {r.get("infill", "vanilla"): r["accuracy"]
+                      for r in rows(os.path.join(RESULTS, f"infill-{model}-test.jsonl"))}
+                self.assertEqual(next(r for r in rows(os.path.join(
+                    RESULTS, f"infill-{model}-test.jsonl")))["tasks"], 500)
+                want = [by["vanilla"], by["plain"], by["head"], by["middle"],
+                        by["middle"] / by["vanilla"]]
+                for text, value in zip(cells[1:], want):
+                    self.assertTrue(printed_as(value, text), (model, text, value))
+
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))
         quoted = re.search(r"paired against vanilla \(llada-cot ([\d.]+), dream-cot ([\d.]+)\)",

@@ -488,6 +488,51 @@ class HttpTest(unittest.TestCase):
             self.assertEqual(status, 400, err)
             self.assertEqual(err["error"]["param"], param, err)
 
+    def test_tokenize(self):
+        """POST /v1/dllm/tokenize: raw text's ids and token texts (they spell the text back),
+        ready to seed a canvas; the canvas answer then starts with that text. Bad bodies and
+        methods are refused, naming the problem, and so is an end token fixed before every
+        mask."""
+        model = make_model(self.tmp)
+        s = self.start(model=model, auth=False)
+        text = "Hello world, 12 + 30"
+        status, tok = post(s.http_port, "/v1/dllm/tokenize", {"prompt": text}, token=None)
+        self.assertEqual(status, 200, tok)
+        self.assertEqual("".join(tok["tokens"]), text)
+        self.assertEqual(tok["count"], len(tok["token_ids"]))
+        self.assertEqual(len(tok["tokens"]), len(tok["token_ids"]))
+        r = urllib.request.urlopen("http://127.0.0.1:%d/v1/dllm/model_info" % s.http_port,
+                                   timeout=30)
+        info = json.loads(r.read())
+        mask = info["mask_token_id"]
+        canvas = tok["token_ids"] + [mask] * 8
+        status, seeded = post(s.http_port, "/v1/completions",
+                              {"model": "model", "prompt": "Hi", "canvas": canvas, "seed": 1,
+                               "decoding": {"block_length": 4}}, token=None)
+        self.assertEqual(status, 200, seeded)
+        self.assertTrue(seeded["choices"][0]["text"].startswith(text), seeded)
+        for body in [{"messages": [{"role": "user", "content": "x"}]}, {"prompt": 3}, [1, 2],
+                     {"prompt": "x", "extra": 1}]:
+            status, err = post(s.http_port, "/v1/dllm/tokenize", body, token=None)
+            self.assertEqual(status, 400, err)
+            self.assertIn("expected {\"prompt\": TEXT}", err["error"]["message"])
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/dllm/tokenize" % s.http_port)
+        with self.assertRaises(urllib.error.HTTPError) as ctx:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(ctx.exception.code, 405)
+        self.assertEqual(ctx.exception.headers["Allow"], "POST")
+        # The answer ends at its first end token: one fixed before every mask leaves nothing
+        # to generate.
+        status, tok = post(s.http_port, "/v1/dllm/tokenize", {"prompt": "<|endoftext|>"},
+                           token=None)
+        self.assertEqual(status, 200, tok)
+        self.assertEqual(len(tok["token_ids"]), 1, tok)
+        status, err = post(s.http_port, "/v1/completions",
+                           {"model": "model", "prompt": "Hi", "decoding": {"block_length": 4},
+                            "canvas": [72] + tok["token_ids"] + [mask] * 6}, token=None)
+        self.assertEqual(status, 400, err)
+        self.assertIn("canvas: token 1 is an end token", err["error"]["message"])
+
     # ------------------------------------------------------------ disconnect and drain
 
     def test_disconnect_cancels(self):
@@ -687,6 +732,11 @@ class HttpTest(unittest.TestCase):
         status, reply = exchange(post_head + "Content-Length: 100000000\r\n\r\n", b"{" * 1024)
         self.assertEqual(status, "HTTP/1.1 401 Unauthorized", reply)
         self.assertEqual(reply["error"]["type"], "authentication_error")
+        # Tokenize takes a body too, and the same token first (it is not a generation call,
+        # so it is not counted in dllm_requests_total below).
+        status, reply = exchange("POST /v1/dllm/tokenize HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Length: 100000000\r\n\r\n", b"{" * 1024)
+        self.assertEqual(status, "HTTP/1.1 401 Unauthorized", reply)
         status, reply = exchange(post_head + auth + "Transfer-Encoding: chunked\r\n\r\n",
                                  b"100000\r\n" + b"[" * 4096)
         self.assertEqual(status, "HTTP/1.1 411 Length Required", reply)

@@ -499,6 +499,18 @@ TEST_CASE("Infilling: the suffix is read, never changed, and every cache keeps i
   CHECK(refusal({mask, mask, mask, mask}, 8).find("canvas: 4 tokens, but max_new_tokens is 8") ==
         0);
   CHECK(refusal({mask, -3, mask, mask}, 4).find("canvas[1] = -3 is outside the vocabulary") == 0);
+  // An end token fixed before every mask ends the answer before anything is generated.
+  const int32_t end = engine->model_info().end_token_ids.front();
+  CHECK(refusal({5, end, mask, mask}, 4)
+            .find("canvas: token 1 is an end token (id " + std::to_string(end) +
+                  ") before the first mask (token 2)") == 0);
+  // Fixed after a mask, it bounds the answer: decoding ends there at the latest.
+  r.canvas = {mask, mask, end, mask};
+  r.max_new_tokens = 4;
+  const FinalEvent bounded = RunOne(*engine, r);
+  CHECK(bounded.status.ok());
+  CHECK(bounded.reason == FinishReason::kEos);
+  CHECK(bounded.token_ids.size() <= 2);
   // A canvas of masks only is the plain request.
   r.canvas.clear();
   r.max_new_tokens = 16;
