@@ -1133,6 +1133,11 @@ class HttpTest(unittest.TestCase):
                     first = shown[0]
                     self.assertGreater(first["full_marks"], 1, first)
                     self.assertGreater(first["marks"], first["full_marks"], first)
+                    # The infill preset ran from its seeded canvas (the page checked its
+                    # answer and that the fixed line is in it).
+                    infill = [p for p in shown if p["title"].startswith("Infill")]
+                    self.assertEqual(len(infill), 1, [p["title"] for p in shown])
+                    self.assertGreater(infill[0]["fixed_cells"], 0, infill[0])
                 s.kill()
 
     def test_playground_auth(self):

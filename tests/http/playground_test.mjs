@@ -73,6 +73,7 @@ async function panel(page, index) {
     cells: run.querySelectorAll(".canvas .cell").length,
     masked_cells: run.querySelectorAll(".canvas .cell.masked").length,
     committed_cells: run.querySelectorAll(".canvas .cell.committed").length,
+    fixed_cells: run.querySelectorAll(".canvas .cell.fixed").length,
     stats: Object.fromEntries(
       [...run.querySelectorAll(".stats dd")].map((dd) => [dd.dataset.stat, dd.textContent])),
   }));
@@ -147,6 +148,26 @@ async function pageScenario(browser) {
   assert.equal(range.state, "error");
   assert.match(range.error ?? "", /confidence_threshold/);
 
+  // Infill: the template's fixed text is tokenized by the server and shown as fixed cells
+  // around the gaps; the canvas sets the answer length. A template without a gap is refused
+  // in the page, naming the problem.
+  await page.fill("#a-confidence_threshold", String(settings.threshold));
+  await page.check("input[name=mode][value=infill]");
+  assert.ok(await page.locator("#infill").isVisible());
+  await page.fill("#canvas-template", "{{6}} the end.{{4}}");
+  await generate(page);
+  const infill = await panel(page, 0);
+  assert.equal(infill.state, "done", JSON.stringify(infill));
+  assert.ok(infill.fixed_cells > 0, JSON.stringify(infill));
+  assert.equal(infill.cells, 10 + infill.fixed_cells, "gaps of 6 and 4 around the fixed cells");
+  await page.fill("#canvas-template", "no gap here");
+  await generate(page);
+  const gapless = await panel(page, 0);
+  assert.equal(gapless.state, "error");
+  assert.match(gapless.error ?? "", /no gap/);
+  await page.check("input[name=mode][value=chat]");
+  assert.ok(await page.locator("#infill").isHidden());
+
   // 200% zoom of a 1280-pixel window: nothing needs horizontal scrolling.
   await page.setViewportSize({ width: 640, height: 900 });
   const overflow = await page.evaluate(
@@ -171,11 +192,25 @@ async function presetsScenario(browser) {
     assert.ok(preset, `unknown preset ${title}`);
     if (i > 0) await page.selectOption("#preset", String(i));
     assert.equal(await page.inputValue("#prompt"), preset.prompt);
+    assert.equal(await page.locator("#infill").isVisible(), Boolean(preset.canvas));
     await generate(page);
     const run = await panel(page, 0);
     assert.equal(run.state, "done", JSON.stringify(run));
     assert.ok(run.answer.includes(preset.answer),
               `preset "${title}": answered ${JSON.stringify(run.answer)}, not ${preset.answer}`);
+    if (preset.canvas) {
+      // Infill: the template's gaps stand for the masks_for texts' tokens, so the fixed line
+      // is in the answer right after as many tokens as the reference lines it replaces.
+      const template = await page.inputValue("#canvas-template");
+      const gap = "\\{\\{\\d+\\}\\}";
+      const escape = (t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      const shape = preset.canvas.map((p) => (p.fixed ? escape(p.fixed) : gap)).join("");
+      assert.match(template, new RegExp(`^${shape}(${gap})?$`), template);
+      const fixed = preset.canvas.find((p) => p.fixed).fixed;
+      assert.ok(run.answer.includes(fixed), `the fixed text is not in ${JSON.stringify(run.answer)}`);
+      assert.ok(run.fixed_cells > 0 && run.fixed_cells < run.cells, JSON.stringify(run));
+      assert.equal(run.cells, preset.settings.max_tokens, "the canvas fills max_tokens");
+    }
     assert.equal(String(run.marks), run.stats.steps, "one strip mark per step");
     if (i === 0 && process.env.DLLM_SCREENSHOT) {
       await page.screenshot({ path: process.env.DLLM_SCREENSHOT, fullPage: true });

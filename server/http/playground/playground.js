@@ -4,6 +4,7 @@
 // ("stream_options": {"include_steps": true}).
 // Values are sent as typed: the server validates them and its message is shown verbatim.
 
+import { buildCanvas, presetTemplate } from "./canvas_template.js";
 import { ApiError, getJson, postEvents } from "./sse.js";
 import { presetsFor } from "./presets.js";
 import { RunView } from "./run_view.js";
@@ -24,6 +25,7 @@ let fieldsLoad = null;   // its request in flight (or done), so that a reload as
 let info = null;
 let running = null;  // AbortController of the generations in flight
 let promptTyped = false;  // the user has edited the prompt: presets no longer replace it
+let templateLoad = null;  // a preset's canvas template being written (infill presets)
 
 function knob(side, name) {
   return $(`${side}-${name}`);
@@ -179,11 +181,35 @@ function applyDefaults(side, model) {
   updateRelevance(side);
 }
 
+function mode() {
+  return document.querySelector("input[name=mode]:checked").value;
+}
+
+// Infill mode: the canvas template is shown, and it sets the answer length (the knob is off).
+function setMode(value) {
+  document.querySelector(`input[name=mode][value=${value}]`).checked = true;
+  updateMode();
+}
+
+function updateMode() {
+  const infill = mode() === "infill";
+  $("infill").hidden = !infill;
+  for (const side of ["a", "b"]) {
+    knob(side, "max_tokens").closest("label").classList.toggle("off", infill);
+  }
+}
+
 // Sets the prompt and both sides from a preset (presets.js): side A as the preset says, side
 // B the same decoding with no cache. Settings the preset leaves out keep the model's defaults.
+// An infill preset's canvas becomes the template once the server has tokenized its text.
 function applyPreset(preset) {
   $("prompt").value = preset.prompt;
-  document.querySelector("input[name=mode][value=chat]").checked = true;
+  setMode(preset.canvas ? "infill" : "chat");
+  if (preset.canvas) {
+    templateLoad = presetTemplate(preset.canvas, preset.settings.max_tokens, token)
+      .then((text) => { $("canvas-template").value = text; })
+      .finally(() => { templateLoad = null; });
+  }
   for (const side of ["a", "b"]) {
     applyDefaults(side, info);
     for (const [name, v] of Object.entries(preset.settings)) {
@@ -290,8 +316,9 @@ function clampBlock(body) {
   }
 }
 
-function requestBody(side) {
-  const chat = document.querySelector("input[name=mode]:checked").value === "chat";
+// `canvas`: the infill mode's seeded canvas (buildCanvas), else null.
+function requestBody(side, canvas) {
+  const chat = mode() !== "raw";
   const prompt = $("prompt").value;
   const body = {
     model: info?.model ?? "",
@@ -300,8 +327,9 @@ function requestBody(side) {
     decoding: {},
     cache: {},
   };
-  const maxTokens = value(side, "max_tokens", "int32");
+  const maxTokens = canvas ? canvas.ids.length : value(side, "max_tokens", "int32");
   if (maxTokens !== undefined) body.max_tokens = maxTokens;
+  if (canvas) body.canvas = canvas.ids;
   for (const f of fields ?? []) {
     if (!relevant(side, f)) continue;
     const v = value(side, f.name, f.type);
@@ -361,23 +389,44 @@ async function run(side, view, request, signal) {
   }
 }
 
+// The infill mode's canvas, or null in the other modes. Throws when it cannot be built.
+async function infillCanvas() {
+  if (mode() !== "infill") return null;
+  await templateLoad;
+  return buildCanvas($("canvas-template").value, info?.mask_token_id, token);
+}
+
 async function generate(event) {
   event.preventDefault();
   if (running) return;
   const sides = $("compare").checked ? ["a", "b"] : ["a"];
-  const requests = sides.map((side) => requestBody(side));
   const runs = $("runs");
   runs.replaceChildren();
   runs.dataset.state = "running";
   running = new AbortController();
   $("generate").disabled = true;
   $("stop").disabled = false;
+  let canvas = null;
+  let failed = null;
+  try {
+    canvas = await infillCanvas();
+  } catch (e) {
+    failed = e.message;
+  }
+  const requests = sides.map((side) => requestBody(side, canvas));
   const views = sides.map((side, i) => {
     const asked = requests[i].body.max_tokens ?? info?.default_max_new_tokens;
     const length = Number.isInteger(asked) && asked > 0 ? Math.min(asked, 4096) : 0;
-    return new RunView(runs, title(side, requests[i].body), length);
+    return new RunView(runs, title(side, requests[i].body), length, canvas?.cells);
   });
-  await Promise.all(sides.map((side, i) => run(side, views[i], requests[i], running.signal)));
+  if (failed !== null) {
+    for (const view of views) {
+      view.onError(failed);
+      view.flush();
+    }
+  } else {
+    await Promise.all(sides.map((side, i) => run(side, views[i], requests[i], running.signal)));
+  }
   running = null;
   $("generate").disabled = false;
   $("stop").disabled = true;
@@ -401,6 +450,9 @@ function init() {
     $("settings-b").hidden = !$("compare").checked;
   });
   $("prompt").addEventListener("input", () => { promptTyped = true; });
+  for (const radio of document.querySelectorAll("input[name=mode]")) {
+    radio.addEventListener("change", updateMode);
+  }
   $("form").addEventListener("submit", generate);
   $("stop").addEventListener("click", () => running?.abort());
   loadInfo();

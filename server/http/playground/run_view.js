@@ -7,8 +7,9 @@ const SVG = "http://www.w3.org/2000/svg";
 
 export class RunView {
   // `container`: where the panel goes; `title`: its heading; `length`: the answer canvas
-  // length (max_tokens); `tau`: the request's τ, or null when the policy has none.
-  constructor(container, title, length) {
+  // length (max_tokens); `fixed`: for a seeded canvas (infill), one entry per position,
+  // {text} where the token is fixed and null where it is masked; null for all masks.
+  constructor(container, title, length, fixed = null) {
     const template = document.getElementById("run-template");
     this.root = template.content.firstElementChild.cloneNode(true);
     container.append(this.root);
@@ -19,7 +20,10 @@ export class RunView {
     this.answerEl = this.root.querySelector(".answer");
     this.errorEl = this.root.querySelector(".error");
     this.canvasEl.setAttribute("aria-label", `answer canvas of ${length} positions`);
-    this.cells = Array.from({ length }, () => ({ state: "masked", text: "", special: false }));
+    // Fixed tokens are never committed (the server sends no step event for them).
+    this.cells = Array.from({ length }, (_, pos) => fixed?.[pos]
+      ? { state: "fixed", text: fixed[pos].text, special: false }
+      : { state: "masked", text: "", special: false });
     this.steps = [];  // {kind, rows, entropy, tau}
     this.newest = new Set();
     this.window = [0, 0];
@@ -62,7 +66,9 @@ export class RunView {
     this.clientSeconds = (performance.now() - this.started) / 1000;
     // Positions still masked at the end were never needed: the engine stops once an end
     // token is committed with everything before it decided.
-    for (const cell of this.cells) if (cell.state !== "committed") cell.state = "unused";
+    for (const cell of this.cells) {
+      if (cell.state !== "committed" && cell.state !== "fixed") cell.state = "unused";
+    }
     this.newest = new Set();
     this.schedule();
   }
@@ -104,7 +110,7 @@ export class RunView {
       if (cell.special) span.classList.add("special");
       if (this.newest.has(pos)) span.classList.add("new");
       if (!this.final && pos >= lo && pos < hi) span.classList.add("window");
-      const shown = cell.state === "committed" || cell.state === "provisional";
+      const shown = ["committed", "provisional", "fixed"].includes(cell.state);
       // Special tokens (end of text, turn ends) are drawn as one mark; the title names them.
       if (shown) span.textContent = cell.special ? "\u25C6" : cell.text;
       span.title = shown ? `position ${pos}: ${cell.state} ${JSON.stringify(cell.text)}`
