@@ -107,8 +107,8 @@ struct LimitsSection {
   // Upper bound on a request's own cache.shadow_sample_rate: each shadow costs about one full
   // forward, so clients must not be able to double the server's work by asking for 1.
   float max_shadow_sample_rate = 0.1f;
-  // Choices one HTTP request may ask for (`n`); each is an engine request of its own, so n
-  // choices cost n requests' compute and queue places.
+  // Choices one request may ask for (`n`, gRPC and HTTP); each is an engine request of its
+  // own, so n choices cost n requests' compute and queue places.
   int max_choices = 8;
   std::vector<CachePolicyKind> allowed_cache_policies = {kAllCachePolicies.begin(),
                                                          kAllCachePolicies.end()};

@@ -210,6 +210,11 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   DLLM_RETURN_IF_ERROR(
       ValidateParams(out.max_new_tokens, p, k, ToParamLimits(limits, model.vocab_size)));
 
+  if (request.has_n() && (request.n() < 1 || request.n() > limits.max_choices)) {
+    return Invalid("n", request.n() < 1 ? absl::StrCat(request.n(), " must be >= 1")
+                                        : absl::StrCat(request.n(), " exceeds limits.max_choices (",
+                                                       limits.max_choices, ")"));
+  }
   if (request.has_logprobs()) {
     if (request.logprobs() < 0 || request.logprobs() > kMaxTopLogprobs) {
       return Invalid("logprobs",

@@ -84,6 +84,24 @@ def main():
         print("logprob: %r %.4f alternatives %s" % (t.token_bytes, t.logprob,
               [(a.token_bytes, round(a.logprob, 4)) for a in t.top_logprobs]))
 
+    # Three completions of one request, with seeds 42, 43 and 44, batched together; each
+    # choice has its own text, finish reason and status (a failed one carries `error`).
+    def sampled(seed, n=None):
+        return dllm_pb2.GenerateRequest(
+            chat=chat, max_new_tokens=16, n=n,
+            decoding=dllm_pb2.DecodingOptions(temperature=0.7, seed=seed),
+            cache=dllm_pb2.CacheOptions(policy=dllm_pb2.CACHE_POLICY_ENTROPY))
+    three = stub.Generate(sampled(42, n=3), metadata=metadata, timeout=60)
+    for c in three.choices:
+        print("choice %d: %r" % (c.index, c.text))
+    streamed, finals = {}, {}
+    for message in stub.GenerateStream(sampled(42, n=3), metadata=metadata, timeout=60):
+        i = message.choice_index
+        if message.HasField("committed"):
+            streamed[i] = streamed.get(i, "") + message.committed.text
+        elif message.HasField("final"):
+            finals[i] = message.final
+
     if args.check:
         assert info.family == "llada" and info.vocab_size > 0, info
         assert len(tokens.token_ids) > 0 and tokens.rendered, tokens
@@ -96,6 +114,26 @@ def main():
         assert [t.token_id for t in scored.logprobs] == list(scored.token_ids)
         assert all(t.logprob <= 0 and len(t.top_logprobs) == 2 for t in scored.logprobs)
         assert all(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob for t in scored.logprobs)
+        # n: choice i is the single request with seed 42 + i, unary and streamed.
+        assert [c.index for c in three.choices] == [0, 1, 2], three
+        assert not three.text and not three.token_ids, three  # the answers are the choices'
+        for i, c in enumerate(three.choices):
+            alone = unary if i == 0 else stub.Generate(sampled(42 + i), metadata=metadata,
+                                                       timeout=60)
+            assert not c.HasField("error"), c
+            assert (c.text, list(c.token_ids)) == (alone.text, list(alone.token_ids)), (i, c)
+            assert streamed.get(i, "") == c.text and finals[i].text == c.text, (i, streamed)
+            assert finals[i].index == i, finals[i]
+        assert three.usage.prompt_tokens == unary.usage.prompt_tokens, three.usage
+        assert three.usage.generated_tokens == sum(c.usage.generated_tokens
+                                                   for c in three.choices), three.usage
+        for n, why in ((0, "n: 0 must be >= 1"), (1000, "exceeds limits.max_choices")):
+            try:
+                stub.Generate(sampled(42, n=n), metadata=metadata, timeout=10)
+                raise AssertionError("n=%d was accepted" % n)
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+                assert why in e.details(), e.details()
         try:
             stub.Generate(dllm_pb2.GenerateRequest(prompt="x", max_new_tokens=0),
                           metadata=metadata, timeout=10)

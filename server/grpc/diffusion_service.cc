@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "engine/engine.h"
 #include "server/gateway_call.h"
+#include "server/grpc/choice_calls.h"
 #include "server/grpc/reactor_order.h"
 #include "server/grpc/status_mapping.h"
 #include "server/refusal_status.h"
@@ -87,7 +88,9 @@ absl::Status SerializeReply(const Checker& checker, const google::protobuf::Mess
 
 // ---------------------------------------------------------------- unary Generate
 
-class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
+// Waits for every choice's final event, then answers once: with one choice, its response (or
+// its error); with n > 1, GenerateResponse.choices.
+class GenerateCall final : public grpc::ServerUnaryReactor, public ChoiceEvents {
  public:
   static GenerateCall* Start(Gateway* gateway, grpc::CallbackServerContext* context,
                              const grpc::ByteBuffer* raw, grpc::ByteBuffer* response) {
@@ -95,57 +98,143 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public EventSink {
     call->self_ = call;
     v1::GenerateRequest request;
     absl::Status status = DecodeRequest(*raw, &request);
-    call->call_.Identify(request);
-    if (status.ok()) {
-      status = call->call_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
-                                 CallDeadline(context), request, call);
+    call->choices_.Identify(request);
+    {
+      absl::MutexLock lock(&call->mu_);
+      call->outcomes_.resize(static_cast<size_t>(call->choices_.size()));
     }
-    if (!status.ok()) call->FinishCall(CountedRefusal(context, *raw, status), nullptr);
+    int started = 0;
+    if (status.ok()) {
+      status = call->choices_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
+                                    CallDeadline(context), request, call, &started);
+    }
+    if (!status.ok()) status = CountedRefusal(context, *raw, status);
+    bool complete = false;
+    {
+      absl::MutexLock lock(&call->mu_);
+      call->refusal_ = status;
+      call->refused_index_ = started;
+      call->expected_finals_ = status.ok() ? call->choices_.size() : started;
+      complete = call->finals_ == call->expected_finals_;
+    }
+    if (complete) call->Complete();
     return call.get();
   }
 
-  void OnCommit(const CommitEvent&) override {}
+  void OnChoiceCommit(int, const CommitEvent&) override {}
+  void OnChoiceSnapshot(int, const SnapshotEvent&) override {}
 
-  void OnFinal(const FinalEvent& event) override {
-    absl::Status status = call_.FinalStatus(event);
-    if (status.ok()) {
-      v1::GenerateResponse reply;
-      FillGenerateResponse(call_.request_id(), event, &reply);
-      status = SerializeReply(call_, reply, response_);
+  void OnChoiceFinal(int index, const FinalEvent& event) override {
+    const absl::Status status = choices_.call(index).FinalStatus(event);
+    bool complete = false;
+    {
+      absl::MutexLock lock(&mu_);
+      outcomes_[static_cast<size_t>(index)] = Outcome{status, event};
+      ++finals_;
+      complete = finals_ == expected_finals_;
     }
-    FinishCall(status, &event);
+    if (complete) Complete();
   }
 
   void OnCancel() override {
-    call_.Cancel();
+    choices_.Cancel();
     ReactionEnded(this);
   }
 
   void OnDone() override {
     OnDoneStarted(this);
-    call_.Close();
+    choices_.Close();
     self_.reset();
   }
 
  private:
-  GenerateCall(Gateway* gateway, grpc::ByteBuffer* response)
-      : call_(gateway, "Generate", "grpc"), response_(response) {}
+  struct Outcome {
+    absl::Status status;
+    std::optional<FinalEvent> event;  // absent for a choice never started
+  };
 
-  void FinishCall(const absl::Status& status, const FinalEvent* event) {
-    call_.Record(status, event);
+  GenerateCall(Gateway* gateway, grpc::ByteBuffer* response)
+      : choices_(gateway, "Generate", "grpc"), response_(response) {}
+
+  // Every final event expected has arrived (once, on whichever thread brought the last one).
+  void Complete() {
+    std::vector<Outcome> outcomes;
+    absl::Status refusal;
+    int refused_index = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      outcomes = outcomes_;
+      refusal = refusal_;
+      refused_index = refused_index_;
+    }
+    if (!refusal.ok()) {
+      // A refused choice fails the call; the ones started before it were cancelled.
+      for (int i = 0; i < refused_index; ++i) {
+        choices_.call(i).Record(outcomes[i].status, &*outcomes[i].event);
+      }
+      choices_.call(refused_index).Record(refusal, nullptr);
+      FinishCall(refusal);
+      return;
+    }
+    v1::GenerateResponse reply;
+    std::vector<absl::Status> statuses;
+    statuses.reserve(outcomes.size());
+    for (const Outcome& o : outcomes) statuses.push_back(o.status);
+    absl::Status status = CallStatus(statuses);
+    if (choices_.size() == 1) {
+      if (status.ok()) FillGenerateResponse(choices_.request_id(), *outcomes[0].event, &reply);
+    } else {
+      reply.set_request_id(choices_.request_id());
+      for (int i = 0; i < choices_.size(); ++i) {
+        v1::GenerateResponse* choice = reply.add_choices();
+        if (!outcomes[i].status.ok()) {
+          FillChoiceError(choices_.request_id(), i, outcomes[i].status, choice);
+          continue;
+        }
+        FillGenerateResponse(choices_.request_id(), *outcomes[i].event, choice);
+        choice->set_index(i);
+        // The prompt is the same for every choice: counted once.
+        reply.mutable_usage()->set_prompt_tokens(choice->usage().prompt_tokens());
+        reply.mutable_usage()->set_generated_tokens(reply.usage().generated_tokens() +
+                                                    choice->usage().generated_tokens());
+      }
+    }
+    absl::Status sent;
+    if (status.ok()) status = sent = SerializeReply(choices_.call(0), reply, response_);
+    // One choice is recorded with the call's status; several with their own, unless the reply
+    // could not be sent.
+    for (int i = 0; i < choices_.size(); ++i) {
+      const absl::Status& recorded = choices_.size() == 1 ? status
+                                     : sent.ok()          ? outcomes[i].status
+                                                          : sent;
+      choices_.call(i).Record(recorded, &*outcomes[i].event);
+    }
+    FinishCall(status);
+  }
+
+  void FinishCall(const absl::Status& status) {
     ReactionEnded(this);
     Finish(ToGrpcStatus(status));  // may run OnDone on another thread: touch nothing afterwards
   }
 
-  GatewayCall call_;
+  ChoiceCalls choices_;
   grpc::ByteBuffer* const response_;
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
+
+  absl::Mutex mu_;
+  std::vector<Outcome> outcomes_ ABSL_GUARDED_BY(mu_);  // one per choice
+  int finals_ ABSL_GUARDED_BY(mu_) = 0;
+  int expected_finals_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until Start knows what it started
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  int refused_index_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // ---------------------------------------------------------------- streaming Generate
 
+// Writes every choice's messages in the order they come, each tagged with its choice, and
+// finishes once every choice has ended.
 class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-                                 public EventSink {
+                                 public ChoiceEvents {
  public:
   static GenerateStreamCall* Start(Gateway* gateway, grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* raw) {
@@ -153,18 +242,38 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     call->self_ = call;
     v1::GenerateRequest request;
     absl::Status status = DecodeRequest(*raw, &request);
-    call->call_.Identify(request);
-    if (status.ok()) {
-      status = call->call_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
-                                 CallDeadline(context), request, call);
+    call->choices_.Identify(request);
+    {
+      absl::MutexLock lock(&call->mu_);
+      call->statuses_.resize(static_cast<size_t>(call->choices_.size()));
     }
-    if (!status.ok()) call->FinishWithoutEngine(CountedRefusal(context, *raw, status));
+    int started = 0;
+    if (status.ok()) {
+      status = call->choices_.Start(Gateway::TokenCheck::kCheck, AuthorizationHeader(context),
+                                    CallDeadline(context), request, call, &started);
+    }
+    if (!status.ok()) {
+      status = CountedRefusal(context, *raw, status);
+      call->choices_.call(started).Record(status, nullptr);
+    }
+    {
+      absl::MutexLock lock(&call->mu_);
+      if (!status.ok()) {
+        // Refused: the client gets the refusal alone, not the cancelled choices' ends.
+        call->refusal_ = status;
+        call->write_failed_ = true;
+        call->pending_.clear();
+      }
+      call->expected_finals_ = status.ok() ? call->choices_.size() : started;
+      call->started_up_ = true;
+      call->MaybeEndLocked();
+    }
+    call->Pump();
     return call.get();
   }
 
-  void OnCommit(const CommitEvent& event) override {
-    v1::GenerateStreamResponse message;
-    message.set_request_id(call_.request_id());
+  void OnChoiceCommit(int index, const CommitEvent& event) override {
+    v1::GenerateStreamResponse message = Message(index);
     FillCommittedDelta(event, message.mutable_committed());
     bool cancel = false;
     {
@@ -180,21 +289,20 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         pending_.push_back(Pending{std::move(message), false});
       }
     }
-    if (cancel) call_.Cancel();
+    if (cancel) choices_.Cancel();
     Pump();
   }
 
-  void OnSnapshot(const SnapshotEvent& event) override {
-    v1::GenerateStreamResponse message;
-    message.set_request_id(call_.request_id());
+  void OnChoiceSnapshot(int index, const SnapshotEvent& event) override {
+    v1::GenerateStreamResponse message = Message(index);
     FillCanvasSnapshot(event, message.mutable_canvas());
     {
       absl::MutexLock lock(&mu_);
       if (write_failed_) return;
-      // Snapshots are provisional: keep only the newest one waiting, and only while the
-      // client keeps up (fewer than kMaxQueuedForSnapshot messages waiting).
+      // Snapshots are provisional: keep only the newest one of each choice waiting, and only
+      // while the client keeps up (fewer than kMaxQueuedForSnapshot messages waiting).
       for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-        if (it->snapshot) {
+        if (it->snapshot && it->message.choice_index() == index) {
           pending_.erase(it);
           break;
         }
@@ -206,17 +314,25 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     Pump();
   }
 
-  void OnFinal(const FinalEvent& event) override {
-    absl::Status status = call_.FinalStatus(event);
-    const bool send_summary = status.ok() || event.reason == FinishReason::kCancelled ||
+  void OnChoiceFinal(int index, const FinalEvent& event) override {
+    absl::Status status = choices_.call(index).FinalStatus(event);
+    const bool several = choices_.size() > 1;
+    // One choice: its summary when it succeeded or was cut short, else the call ends with its
+    // error. Several: every choice ends with a final, a failed one's carrying its error.
+    const bool send_summary = several || status.ok() || event.reason == FinishReason::kCancelled ||
                               event.reason == FinishReason::kDeadline;
     {
       absl::MutexLock lock(&mu_);
-      if (!oversized_.ok()) status = oversized_;
+      if (!oversized_.ok() && !several) status = oversized_;
       if (send_summary && !write_failed_) {
-        v1::GenerateStreamResponse message;
-        message.set_request_id(call_.request_id());
-        FillGenerateResponse(call_.request_id(), event, message.mutable_final());
+        v1::GenerateStreamResponse message = Message(index);
+        if (several && !status.ok() && event.reason != FinishReason::kCancelled &&
+            event.reason != FinishReason::kDeadline) {
+          FillChoiceError(choices_.request_id(), index, status, message.mutable_final());
+        } else {
+          FillGenerateResponse(choices_.request_id(), event, message.mutable_final());
+          if (several) message.mutable_final()->set_index(index);
+        }
         if (absl::Status st = Oversized(message); !st.ok()) {
           if (status.ok()) status = st;
         } else {
@@ -227,11 +343,12 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     // Recorded once the status is final (an oversized summary turns OK into
     // RESOURCE_EXHAUSTED, which is what the client gets) and before the call can finish, so
     // a client never sees a status the metrics do not have yet.
-    call_.Record(status, &event);
+    choices_.call(index).Record(status, &event);
     {
       absl::MutexLock lock(&mu_);
-      final_status_ = status;
-      final_ready_ = true;
+      statuses_[static_cast<size_t>(index)] = status;
+      ++finals_;
+      MaybeEndLocked();
     }
     Pump();  // Finish runs once every queued message is written
   }
@@ -250,13 +367,13 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void OnCancel() override {
-    call_.Cancel();
+    choices_.Cancel();
     ReactionEnded(this);
   }
 
   void OnDone() override {
     OnDoneStarted(this);
-    call_.Close();
+    choices_.Close();
     self_.reset();
   }
 
@@ -267,20 +384,26 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     bool snapshot;
   };
 
-  explicit GenerateStreamCall(Gateway* gateway) : call_(gateway, "GenerateStream", "grpc") {}
+  explicit GenerateStreamCall(Gateway* gateway) : choices_(gateway, "GenerateStream", "grpc") {}
 
-  absl::Status Oversized(const v1::GenerateStreamResponse& message) const {
-    return call_.CheckReplySize(message);
+  v1::GenerateStreamResponse Message(int index) const {
+    v1::GenerateStreamResponse message;
+    message.set_request_id(choices_.request_id());
+    message.set_choice_index(index);
+    return message;
   }
 
-  void FinishWithoutEngine(const absl::Status& status) {
-    call_.Record(status, nullptr);
-    {
-      absl::MutexLock lock(&mu_);
-      final_status_ = status;
-      final_ready_ = true;
-    }
-    Pump();
+  absl::Status Oversized(const v1::GenerateStreamResponse& message) const {
+    return choices_.call(0).CheckReplySize(message);
+  }
+
+  // Once every expected final arrived: the call's status, ready for Pump to finish with.
+  void MaybeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (final_ready_ || finals_ != expected_finals_) return;
+    final_status_ = !refusal_.ok()     ? refusal_
+                    : !oversized_.ok() ? oversized_
+                                       : CallStatus(statuses_);
+    final_ready_ = true;
   }
 
   // Starts the next write, or finishes the call once the final event arrived and every
@@ -290,7 +413,9 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     absl::Status status;
     {
       absl::MutexLock lock(&mu_);
-      if (writing_ || finished_) return;
+      // Nothing goes out before Start knows whether every choice was admitted: a refusal
+      // is all the client gets.
+      if (writing_ || finished_ || !started_up_) return;
       if (!pending_.empty()) {
         current_ = std::move(pending_.front().message);
         pending_.pop_front();
@@ -314,7 +439,7 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     }
   }
 
-  GatewayCall call_;
+  ChoiceCalls choices_;
   std::shared_ptr<GenerateStreamCall> self_;
   v1::GenerateStreamResponse current_;  // the message being written
   grpc::ByteBuffer current_bytes_;      // its bytes (owned by us until OnWriteDone)
@@ -327,6 +452,11 @@ class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   absl::Status oversized_ ABSL_GUARDED_BY(mu_);  // a message over max_send_message_bytes
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);    // a choice refused at admission
+  std::vector<absl::Status> statuses_ ABSL_GUARDED_BY(mu_);  // each choice's, once final
+  int finals_ ABSL_GUARDED_BY(mu_) = 0;
+  int expected_finals_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until Start knows what it started
+  bool started_up_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ Only the Python standard library is used (run with /usr/bin/python3).
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -345,6 +346,39 @@ class E2ETest(unittest.TestCase):
         self.assertGreaterEqual(report["by_status"].get("RESOURCE_EXHAUSTED", 0), 1)
         self.assertEqual(report["by_status"].get("OK", 0) +
                          report["by_status"].get("RESOURCE_EXHAUSTED", 0), 6)
+
+    def test_choices_admitted_all_or_none(self):
+        """GenerateRequest.n: when one choice is refused (the queue is full), the call fails
+        with that refusal alone: the choices already queued are cancelled, and a stream sends
+        no message of theirs. Every choice is counted with its own status."""
+        import grpc
+        s = self.start(overrides={"engine": {"max_batch_sequences": 1, "queue_capacity": 1}})
+
+        def field(number, payload):  # a length-delimited protobuf field, hand-encoded
+            return bytes([number << 3 | 2, len(payload)]) + payload
+        # GenerateRequest{prompt: "Hi" (2), max_new_tokens: 128 (5), n: 8 (12)}: one runs,
+        # one waits, and the queue has no room for the third.
+        request = field(2, b"Hi") + bytes([5 << 3, 0x80, 0x01, 12 << 3, 8])
+        with grpc.insecure_channel(s.address) as channel:
+            for kind, method in (("unary", "Generate"), ("stream", "GenerateStream")):
+                call = getattr(channel, "unary_unary" if kind == "unary" else "unary_stream")(
+                    "/dllm.v1.DiffusionLM/" + method, request_serializer=lambda m: m,
+                    response_deserializer=lambda m: m)
+                with self.assertRaises(grpc.RpcError) as refused:
+                    reply = call(request, timeout=60)
+                    messages = list(reply) if kind == "stream" else [reply]
+                    self.fail("%s: n=8 accepted: %d messages" % (kind, len(messages)))
+                self.assertEqual(refused.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 refused.exception.details())
+        metrics = s.metrics_text()
+        # Each call: the refused choice, and the (one or two) choices cancelled before it.
+        refused = re.search(r'dllm_requests_total\{protocol="grpc",status="RESOURCE_EXHAUSTED"\} '
+                            r'(\d+)', metrics)
+        cancelled = re.search(r'dllm_requests_total\{protocol="grpc",status="CANCELLED"\} (\d+)',
+                              metrics)
+        self.assertEqual(refused.group(1) if refused else None, "2", metrics)
+        self.assertTrue(cancelled and 2 <= int(cancelled.group(1)) <= 4, metrics)
+        self.assertIn('dllm_requests_total{protocol="grpc",status="OK"} 0', metrics)
 
     def test_late_requests_refused_at_arrival(self):
         """Cost-aware admission over gRPC: behind a long request in the only batch slot, a
