@@ -316,6 +316,9 @@ class StreamedCompletion final : public HttpResponseSource {
 
 class Routes final : public HttpRoutes {
  public:
+  static constexpr char kTimeoutHeader[] = "X-Request-Timeout-Ms";
+  static constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;  // a day
+
   Routes(const ServerConfig& config, Gateway* gateway)
       : gateway_(gateway),
         model_name_(config.http.model_name),
@@ -517,6 +520,22 @@ class Routes final : public HttpRoutes {
                                                : nullptr;
   }
 
+  // The deadline a generation's X-Request-Timeout-Ms header sets (gRPC's deadline, for HTTP
+  // clients): InfiniteFuture without one. Past it a request ends as `deadline` (504, or an
+  // error event mid-stream), and one the backlog forecast says cannot make it is refused at
+  // once (429 with Retry-After; engine.refuse_late_requests).
+  static absl::StatusOr<absl::Time> RequestDeadline(const HttpRequestHead& head, absl::Time now) {
+    const std::optional<std::string_view> header = head.Header(kTimeoutHeader);
+    if (!header) return absl::InfiniteFuture();
+    int64_t ms = 0;
+    if (!absl::SimpleAtoi(std::string(*header), &ms) || ms < 1 || ms > kMaxTimeoutMs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kTimeoutHeader, ": '", std::string(*header),
+                       "' is not a whole number of milliseconds in [1, ", kMaxTimeoutMs, "]"));
+    }
+    return now + absl::Milliseconds(ms);
+  }
+
   static bool IsTokenize(const HttpRequestHead& head) {
     return head.method == "POST" && head.path == "/v1/dllm/tokenize";
   }
@@ -600,6 +619,8 @@ class Routes final : public HttpRoutes {
       return reject(absl::InvalidArgumentError(
           absl::StrCat("n: ", parsed->n, " exceeds limits.max_choices (", max_choices_, ")")));
     }
+    absl::StatusOr<absl::Time> deadline = RequestDeadline(req.head, absl::Now());
+    if (!deadline.ok()) return reject(deadline.status());
     // The token was checked before the body was read (Precheck, which the listener runs on
     // every request before Handle); Start checks availability again, as the server may have
     // started draining since. Choice i decodes with seed + i (the admitted seed: the
@@ -610,8 +631,8 @@ class Routes final : public HttpRoutes {
     for (int i = 0; i < parsed->n; ++i) {
       if (i > 0) generations.push_back(std::make_shared<HttpGeneration>(gateway_, method));
       const absl::Status started = generations[i]->call().Start(
-          Gateway::TokenCheck::kAlreadyChecked, req.head.Header("Authorization"),
-          absl::InfiniteFuture(), parsed->request, generations[i], [&](GenerationRequest* r) {
+          Gateway::TokenCheck::kAlreadyChecked, req.head.Header("Authorization"), *deadline,
+          parsed->request, generations[i], [&](GenerationRequest* r) {
             r->step_events = step_events;
             r->decoding.seed += static_cast<uint64_t>(i);
           });

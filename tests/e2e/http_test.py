@@ -1059,6 +1059,67 @@ class HttpTest(unittest.TestCase):
             else:
                 self.assertIsNone(retry_after)
 
+    def test_request_timeout_header(self):
+        """X-Request-Timeout-Ms is an HTTP client's deadline: a bad value is a 400 naming the
+        header; a request still running at its deadline ends 504; and behind a long request
+        in the only batch slot, one whose deadline the backlog rules out is refused at once,
+        429 with Retry-After and the forecast in its message (cost-aware admission)."""
+        s = self.start(auth=False, overrides={"engine": {"max_batch_sequences": 1,
+                                                         "queue_capacity": 4}})
+        body = {"model": "llada-tiny", "messages": [{"role": "user", "content": "add 1 2"}],
+                "max_tokens": 16}
+        long_body = dict(body, max_tokens=480, decoding={"block_length": 480, "steps": 480})
+
+        def call(body, timeout_ms):
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=120)
+            headers = {"Content-Type": "application/json"}
+            if timeout_ms is not None:
+                headers["X-Request-Timeout-Ms"] = timeout_ms
+            started = time.time()
+            conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+            r = conn.getresponse()
+            out = (r.status, r.getheader("Retry-After"), json.loads(r.read()),
+                   time.time() - started)
+            conn.close()
+            return out
+
+        for bad in ("abc", "0", "-5", "1.5", "86400001", ""):
+            status, _, reply, _ = call(body, bad)
+            self.assertEqual(status, 400, (bad, reply))
+            self.assertIn("X-Request-Timeout-Ms: '%s' is not a whole number" % bad,
+                          reply["error"]["message"])
+        status, _, reply, _ = call(body, "60000")  # a deadline it meets changes nothing
+        self.assertEqual(status, 200, reply)
+        status, _, reply, elapsed = call(long_body, "300")  # thousands of steps: seconds
+        self.assertEqual(status, 504, reply)
+        self.assertEqual(reply["error"]["code"], "deadline_exceeded", reply)
+        self.assertLess(elapsed, 30)
+
+        # One long request runs and three wait, with no deadline (raw sockets, left unread:
+        # closing them at the end cancels the requests).
+        data = json.dumps(long_body).encode()
+        waiting = []
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", s.http_port), timeout=20)
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                         % len(data) + data)
+            waiting.append(sock)
+        try:
+            deadline = time.time() + 30
+            while not all(g in s.metrics_text() for g in ("dllm_num_requests_running 1\n",
+                                                          "dllm_num_requests_waiting 3\n")):
+                self.assertLess(time.time(), deadline, s.log())
+                time.sleep(0.02)
+            status, retry_after, reply, elapsed = call(body, "500")
+            self.assertEqual(status, 429, reply)
+            self.assertIn("cannot finish before its deadline", reply["error"]["message"])
+            self.assertRegex(retry_after or "", r"^[1-9][0-9]*$")
+            self.assertLess(elapsed, 0.5)  # refused at arrival, not expired
+        finally:
+            for sock in waiting:
+                sock.close()
+
     # ------------------------------------------------------------ the browser playground
 
     # The form's settings in the playground tests, and the same as dllm-client flags.
