@@ -267,18 +267,17 @@ if(NOT n EQUAL 2)
   message(FATAL_ERROR "expected the fixed text at its place in both rows' answers:\n${answer_rows}")
 endif()
 # Bad canvases end the run with an error that names the problem.
-file(WRITE ${CANVAS_TASKS}
-  "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": \"one two three four five six seven eight nine\"}]}\n")
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(rc EQUAL 0 OR NOT err MATCHES "leaving no mask in --gen-length 8")
-  message(FATAL_ERROR "a canvas longer than the answer should fail naming it (${rc}):\n${err}")
-endif()
-file(WRITE ${CANVAS_TASKS} "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": 3}]}\n")
-execute_process(
-  COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
-  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(rc EQUAL 0 OR NOT err MATCHES ":1: expected \"canvas\"")
-  message(FATAL_ERROR "a canvas piece that is not text should fail naming the line (${rc}):\n${err}")
-endif()
+function(expect_bad_canvas task regex what)
+  file(WRITE ${CANVAS_TASKS} "${task}\n")
+  execute_process(
+    COMMAND ${BENCH} --model ${MODEL} --tasks ${CANVAS_TASKS} --gen-length 8 --threads 1
+    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(rc EQUAL 0 OR NOT err MATCHES "${regex}")
+    message(FATAL_ERROR "${what} should fail naming it (${rc}):\n${err}")
+  endif()
+endfunction()
+expect_bad_canvas(
+  "{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": \"one two three four five six seven eight nine\"}]}"
+  "leaving no mask in --gen-length 8" "a canvas longer than the answer")
+expect_bad_canvas("{\"prompt\": \"Hi\", \"answer\": \"zz\", \"canvas\": [{\"fixed\": 3}]}"
+                  ":1: expected \"canvas\"" "a canvas piece that is not text")
