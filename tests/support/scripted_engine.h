@@ -11,11 +11,15 @@
 //     text is ScriptedText(P, n);
 //   - its entropy is ScriptedEntropy(p): 1.0 nats at odd positions, 0.1 at even ones, so under
 //     EntropyCache (τ 0.5) the step after committing an odd position is a full refresh.
+// A request whose decoding.seed is one of ScriptedEngineOptions::failing_seeds decodes as any
+// other but ends with kScriptedFailure instead of its answer: a sequence that fails while the
+// others of its batch go on.
 //
 // Thread-safety: as Engine. The record accessors may be called from any thread.
 #ifndef DLLM_TESTS_SUPPORT_SCRIPTED_ENGINE_H_
 #define DLLM_TESTS_SUPPORT_SCRIPTED_ENGINE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -50,16 +54,20 @@ inline RowStats ScriptedRow(std::span<const uint64_t>, int32_t position, const S
   return r;
 }
 
+inline absl::Status ScriptedFailure() { return absl::InternalError("scripted failure"); }
+
 struct ScriptedEngineOptions {
   int queue_capacity = 64;  // waiting requests, as EngineOptions::queue_capacity
   int max_batch_sequences = 8;
   absl::Duration step_time = absl::Milliseconds(1);  // wall time of one forward
   EngineObserver* observer = nullptr;                // not owned
+  std::vector<uint64_t> failing_seeds;               // requests that end with ScriptedFailure
 };
 
 class ScriptedEngine final : public Engine {
  public:
-  explicit ScriptedEngine(const ScriptedEngineOptions& options = {}) {
+  explicit ScriptedEngine(const ScriptedEngineOptions& options = {})
+      : failing_seeds_(options.failing_seeds) {
     EngineOptions engine_options;
     engine_options.queue_capacity = options.queue_capacity;
     engine_options.max_batch_sequences = options.max_batch_sequences;
@@ -86,7 +94,9 @@ class ScriptedEngine final : public Engine {
       ++active_;  // before Submit: the final event may arrive before Submit returns
     }
     GenerationRequest copy = request;
-    auto counted = std::make_shared<CountedSink>(this, std::move(sink));
+    const bool fail = std::find(failing_seeds_.begin(), failing_seeds_.end(),
+                                request.decoding.seed) != failing_seeds_.end();
+    auto counted = std::make_shared<CountedSink>(this, std::move(sink), fail);
     absl::StatusOr<RequestId> id = engine_->Submit(std::move(request), std::move(counted));
     absl::MutexLock lock(&mu_);
     if (id.ok()) {
@@ -125,13 +135,20 @@ class ScriptedEngine final : public Engine {
  private:
   class CountedSink final : public EventSink {
    public:
-    CountedSink(ScriptedEngine* owner, std::shared_ptr<EventSink> inner)
-        : owner_(owner), inner_(std::move(inner)) {}
+    CountedSink(ScriptedEngine* owner, std::shared_ptr<EventSink> inner, bool fail)
+        : owner_(owner), inner_(std::move(inner)), fail_(fail) {}
     void OnCommit(const CommitEvent& e) override { inner_->OnCommit(e); }
     void OnSnapshot(const SnapshotEvent& e) override { inner_->OnSnapshot(e); }
     void OnStep(const StepEvent& e) override { inner_->OnStep(e); }
     void OnFinal(const FinalEvent& e) override {
-      inner_->OnFinal(e);
+      if (fail_ && e.status.ok()) {
+        FinalEvent failed = e;
+        failed.status = ScriptedFailure();
+        failed.reason = FinishReason::kError;
+        inner_->OnFinal(failed);
+      } else {
+        inner_->OnFinal(e);
+      }
       absl::MutexLock lock(&owner_->mu_);
       --owner_->active_;
     }
@@ -139,8 +156,10 @@ class ScriptedEngine final : public Engine {
    private:
     ScriptedEngine* const owner_;
     const std::shared_ptr<EventSink> inner_;
+    const bool fail_;
   };
 
+  const std::vector<uint64_t> failing_seeds_;
   std::unique_ptr<Engine> engine_;
   mutable absl::Mutex mu_;
   std::vector<GenerationRequest> submitted_ ABSL_GUARDED_BY(mu_);

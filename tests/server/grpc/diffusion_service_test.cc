@@ -7,6 +7,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -253,6 +254,63 @@ TEST_CASE("service: a full engine queue is RESOURCE_EXHAUSTED") {
   while (waiting->Read(&message)) {
   }
   waiting->Finish();
+}
+
+TEST_CASE("service: n choices end on their own; the call fails only when all do") {
+  // Seed 8 fails: of a request at seed 7 with n = 3, choice 1.
+  Harness h(ServerConfig{}, {.failing_seeds = {8}});
+  v1::GenerateRequest request = Prompt("abc", 5);
+  request.mutable_decoding()->set_seed(7);
+  request.set_n(3);
+  {
+    grpc::ClientContext context;
+    v1::GenerateResponse response;
+    REQUIRE(h.stub().Generate(&context, request, &response).ok());
+    REQUIRE(response.choices_size() == 3);
+    CHECK(response.text().empty());
+    for (int i : {0, 2}) {
+      const v1::GenerateResponse& choice = response.choices(i);
+      CHECK(choice.index() == i);
+      CHECK_FALSE(choice.has_error());
+      CHECK(choice.text() == ScriptedText(3, 5));
+    }
+    const v1::GenerateResponse& failed = response.choices(1);
+    CHECK(failed.index() == 1);
+    CHECK(failed.error().code() == static_cast<int>(grpc::StatusCode::INTERNAL));
+    CHECK(failed.error().message() == "scripted failure");
+    CHECK(failed.text().empty());
+    CHECK(response.usage().prompt_tokens() == 3);
+    CHECK(response.usage().generated_tokens() == 10);  // the two that succeeded
+  }
+  {
+    grpc::ClientContext context;
+    auto stream = h.stub().GenerateStream(&context, request);
+    v1::GenerateStreamResponse message;
+    std::map<int, std::string> text;
+    std::map<int, v1::GenerateResponse> finals;
+    while (stream->Read(&message)) {
+      if (message.has_committed()) text[message.choice_index()] += message.committed().text();
+      if (message.has_final()) finals[message.choice_index()] = message.final();
+    }
+    REQUIRE(stream->Finish().ok());
+    REQUIRE(finals.size() == 3);
+    CHECK(text[0] == ScriptedText(3, 5));
+    CHECK(text[2] == ScriptedText(3, 5));
+    CHECK(finals[0].text() == ScriptedText(3, 5));
+    CHECK(finals[1].error().message() == "scripted failure");
+    CHECK(finals[2].index() == 2);
+  }
+  // Every choice failing fails the call, with the first choice's status.
+  request.mutable_decoding()->set_seed(8);
+  request.set_n(1);
+  grpc::ClientContext context;
+  v1::GenerateResponse response;
+  const grpc::Status st = h.stub().Generate(&context, request, &response);
+  CHECK(st.error_code() == grpc::StatusCode::INTERNAL);
+  CHECK(st.error_message() == "scripted failure");
+  // Each choice counted on its own: 2 + 2 OK, 1 + 1 + 1 INTERNAL.
+  CHECK(h.RequestsWithStatus("OK") == 4);
+  CHECK(h.RequestsWithStatus("INTERNAL") == 3);
 }
 
 TEST_CASE("service: UNAVAILABLE while loading and while draining") {
