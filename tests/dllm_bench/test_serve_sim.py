@@ -135,7 +135,8 @@ class SimulatorTest(unittest.TestCase):
         self.args = argparse.Namespace(bin_dir=os.environ["DLLM_BIN_DIR"], threads=1,
                                        model=os.path.join(ROOT, "models", "llada-tiny"))
         self.dir = tempfile.TemporaryDirectory(prefix="dllm-test-serve-sim-")
-        with open(os.path.join(ROOT, "tools", "tasks", "data", "test.jsonl")) as f:
+        self.workload = os.path.join(ROOT, "tools", "tasks", "data", "test.jsonl")
+        with open(self.workload) as f:
             self.tasks = [json.loads(line) for line in f if line.strip()]
         self.settings = [("entropy", serve_sweep.SETTINGS["entropy"]),
                          ("dual", serve_sweep.SETTINGS["dual"])]
@@ -207,6 +208,75 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(row["by_status"], {"OK": 8})
         self.assertEqual(row["protocol"], "sim")
         self.assertGreater(row["output_throughput"], 0)
+
+    def sweep_rows(self, *extra):
+        out = os.path.join(self.dir.name, "rows-%d.jsonl" % len(os.listdir(self.dir.name)))
+        serve_sim.main(["sweep", "--model", self.args.model, "--bin-dir", self.args.bin_dir,
+                        "--workload", self.workload, "--threads", "1", "--warmup", "0",
+                        "--out", out] + list(extra))
+        with open(out) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def test_sweep_admission_modes(self):
+        # One slot, 0.3 s per step, 4 requests a second: far past saturation. Without
+        # deadlines every request is served, late; with 1 s deadlines and admission off some
+        # expire after using steps; with it on some are refused at arrival (in no virtual
+        # time at all) and fewer expire.
+        slow = self.profile({"rows_seconds": [[0, 0.3]]})
+        rows = self.sweep_rows("--profile", slow, "--requests", "24", "--rates", "4",
+                               "--batches", "1", "--settings", "entropy", "--deadline", "1",
+                               "--admission", "none,expire,refuse")
+        by = {r["admission"]: r for r in rows}
+        self.assertEqual(sorted(by), ["expire", "none", "refuse"])
+        self.assertEqual(by["none"]["by_status"], {"OK": 24})
+        self.assertIsNone(by["none"]["deadline_s"])
+        self.assertEqual(by["expire"]["deadline_s"], 1)
+        self.assertGreater(by["expire"]["by_status"].get("DEADLINE_EXCEEDED", 0), 0)
+        self.assertNotIn("RESOURCE_EXHAUSTED", by["expire"]["by_status"])
+        self.assertNotIn("refusal_ms", by["expire"])
+        refused = by["refuse"]["by_status"].get("RESOURCE_EXHAUSTED", 0)
+        self.assertGreater(refused, 0)
+        self.assertLess(by["refuse"]["by_status"].get("DEADLINE_EXCEEDED", 0),
+                        by["expire"]["by_status"]["DEADLINE_EXCEEDED"])
+        self.assertLess(by["refuse"]["refusal_ms"]["p99"], 1e-3)
+        with self.assertRaises(SystemExit) as e:
+            self.sweep_rows("--admission", "refuse")
+        self.assertIn("needs --deadline", str(e.exception))
+        with self.assertRaises(SystemExit) as e:
+            self.sweep_rows("--admission", "drop", "--deadline", "1")
+        self.assertIn("none, refuse, expire", str(e.exception))
+
+    def test_validate_reuses_the_real_runs(self):
+        # A refitted profile is validated against an earlier validation's in-process
+        # real-time runs of the same point, without running them again.
+        flat = self.profile({"rows_seconds": [[0, 0.01]]})
+        measured = os.path.join(self.dir.name, "measured.jsonl")
+        earlier = os.path.join(self.dir.name, "earlier.jsonl")
+        point = {"settings": ["entropy"], "rate": 2.0, "max_batch": 1}
+        with open(measured, "w") as f:
+            f.write(json.dumps(dict(point, phase="open", model="llada-tiny", requests=4,
+                                    slo_s={"e2el": 4.0}, output_throughput=10.0,
+                                    e2el_ms={"median": 500, "p99": 900}, accuracy=0.5,
+                                    saturation_fraction=0.5)) + "\n")
+        with open(earlier, "w") as f:
+            f.write(json.dumps(dict(point, real={"output_throughput": [10.0, 12.0],
+                                                 "e2el_median": [400.0, 420.0],
+                                                 "e2el_p99": [800.0, 880.0]})) + "\n")
+        out = os.path.join(self.dir.name, "validated.jsonl")
+        serve_sim.main(["validate", "--profile", flat, "--measured", measured,
+                        "--reuse-real", earlier, "--workload", self.workload, "--warmup", "0",
+                        "--bin-dir", self.args.bin_dir, "--threads", "1", "--out", out])
+        with open(out) as f:
+            (row,) = [json.loads(line) for line in f if line.strip()]
+        self.assertEqual(row["real"], {"output_throughput": [10.0, 12.0],
+                                       "e2el_median": [400.0, 420.0], "e2el_p99": [800.0, 880.0]})
+        self.assertAlmostEqual(row["errors_vs_real_mean"]["output_throughput"],
+                               (row["output_throughput"] - 11.0) / 11.0)
+        self.assertAlmostEqual(row["errors_vs_real_mean"]["e2el_p99"],
+                               (row["e2el_ms"]["p99"] - 840.0) / 840.0)
+        self.assertAlmostEqual(row["real_spread"]["e2el_median"], 10.0 / 410.0)
+        self.assertAlmostEqual(row["errors"]["e2el_median"],
+                               (row["e2el_ms"]["median"] - 500) / 500)
 
     def test_bad_input_is_named(self):
         bad = os.path.join(self.dir.name, "bad.jsonl")
