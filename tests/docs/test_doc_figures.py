@@ -278,6 +278,25 @@ class DocFiguresTest(unittest.TestCase):
                 for text, value in zip(cells[1:], want):
                     self.assertTrue(printed_as(value, text), (model, text, value))
 
+    def test_threshold_cost_table_matches_the_tune_rows(self):
+        (header, lines), = tables_in("docs/serving-simulation.md",
+                                     "### Faster settings under load", "| model | cache |")
+        self.assertEqual(len(lines), 10)
+        for model, cache, threshold, accuracy, steps, ratio in lines:
+            with self.subTest(model=model, cache=cache, threshold=threshold):
+                policy = "dual" if cache == "dual" else "entropy:tau=1,k=32"
+                val = rows(tune.paths(RESULTS, model, "val")["rows"])
+
+                def row(t):
+                    (r,) = [r for r in val if r["tune"]["policy"] == policy and
+                            r["tune"]["decoding"] == f"block:block_length=32,threshold={t}"]
+                    return r
+                r, base = row(threshold), row("0.9")
+                self.assertTrue(printed_as(r["accuracy"], accuracy), (accuracy, r["accuracy"]))
+                self.assertTrue(printed_as(r["steps_per_token"], steps), steps)
+                self.assertTrue(printed_as(r["steps_per_token"] / base["steps_per_token"], ratio),
+                                ratio)
+
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))
         quoted = re.search(r"paired against vanilla \(llada-cot ([\d.]+), dream-cot ([\d.]+)\)",
