@@ -178,7 +178,10 @@ def method_name(row):
     p = row.get("params", {})
     policy = row["policy"]
     if policy == "entropy" and p:
-        return f"entropy tau={p.get('tau', 0):g} k={p.get('k', 0):g}"
+        # tau may be "inf" (JSON has no infinity): printed as given.
+        tau = p.get("tau", 0)
+        return f"entropy tau={tau:g} k={p.get('k', 0):g}" if isinstance(tau, (int, float)) \
+            else f"entropy tau={tau} k={p.get('k', 0):g}"
     defaults = PUBLISHED_DEFAULTS.get(policy, {})
     changed = [f"{k}={p[k]:g}" for k in sorted(defaults) if k in p and p[k] != defaults[k]]
     return " ".join([policy] + changed)

@@ -116,6 +116,11 @@ class BenchTableTest(unittest.TestCase):
                          "elastic")
         self.assertEqual(bench_table.method_name(row(policy="elastic", params={"gamma": 0.95})),
                          "elastic gamma=0.95")
+        # EntropyCache by tau and k; tau = +inf is written "inf" in the rows (JSON).
+        self.assertEqual(bench_table.method_name(
+            row(policy="entropy", params={"tau": 2.0, "k": 16})), "entropy tau=2 k=16")
+        self.assertEqual(bench_table.method_name(
+            row(policy="entropy", params={"tau": "inf", "k": 0})), "entropy tau=inf k=0")
 
     def test_shadow_layout(self):
         rows = [row(autotune="0.02", policy="entropy", params={"tau": 1.0, "k": 32},

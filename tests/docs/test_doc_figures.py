@@ -297,6 +297,21 @@ class DocFiguresTest(unittest.TestCase):
                 self.assertTrue(printed_as(r["steps_per_token"] / base["steps_per_token"], ratio),
                                 ratio)
 
+    def test_window_cache_table_matches_its_rows(self):
+        (header, lines), = tables_in("docs/paper-comparison.md", "**At τ 2 the entropy trigger",
+                                     "| model | policy |")
+        self.assertEqual(len(lines), 10)
+        for model, policy, tau, k, accuracy, diff, rows_per_token, full in lines:
+            with self.subTest(model=model, policy=policy, tau=tau, k=k):
+                want = {"k": int(k), "tau": "inf" if tau == "inf" else float(tau),
+                        "max_end": 0} if policy == "entropy" else {"gamma": 0.8}
+                (r,) = [r for r in rows(os.path.join(RESULTS, f"window-cache-{model}-val.jsonl"))
+                        if r["decoding"].get("window") == 16 and r.get("params") == want]
+                self.assertTrue(printed_as(r["accuracy"], accuracy), accuracy)
+                self.assertTrue(printed_as(100 * r["vs_baseline"]["accuracy_diff"], diff), diff)
+                self.assertTrue(printed_as(r["rows_per_token"], rows_per_token), rows_per_token)
+                self.assertTrue(printed_as(r["full_step_ratio"], full), full)
+
     def test_readme_vanilla_accuracies_are_the_stored_baselines(self):
         readme = read(os.path.join(ROOT, "README.md"))
         quoted = re.search(r"paired against vanilla \(llada-cot ([\d.]+), dream-cot ([\d.]+)\)",
