@@ -40,6 +40,10 @@ SETTINGS = {
                                "confidence_threshold": 0.9}, "cache": {"policy": "none"}},
     "entropy": {"decoding": WINDOW,
                 "cache": {"policy": "entropy", "entropy_threshold": 1, "recent_k": 16}},
+    # The same decoding at τ 2, where on the cot models the entropy trigger never fires
+    # (docs/paper-comparison.md): the cheapest EntropyCache setting of that decoding.
+    "entropy-tau2": {"decoding": WINDOW,
+                     "cache": {"policy": "entropy", "entropy_threshold": 2, "recent_k": 16}},
     "dual": {"decoding": {"schedule": "block", "block_length": 16, "confidence_threshold": 0.9},
              "cache": {"policy": "dual"}},
     "elastic": {"decoding": WINDOW, "cache": {"policy": "elastic", "elastic_gamma": 0.8}},
