@@ -156,14 +156,15 @@ class GenerateCall final : public grpc::ServerUnaryReactor, public ChoiceEvents 
   GenerateCall(Gateway* gateway, grpc::ByteBuffer* response)
       : choices_(gateway, "Generate", "grpc"), response_(response) {}
 
-  // Every final event expected has arrived (once, on whichever thread brought the last one).
+  // Every final event expected has arrived (once, on whichever thread brought the last one),
+  // so the outcomes are taken, not copied: nothing writes them again.
   void Complete() {
     std::vector<Outcome> outcomes;
     absl::Status refusal;
     int refused_index = 0;
     {
       absl::MutexLock lock(&mu_);
-      outcomes = outcomes_;
+      outcomes = std::move(outcomes_);
       refusal = refusal_;
       refused_index = refused_index_;
     }
