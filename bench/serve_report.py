@@ -131,6 +131,13 @@ def projection_table(rows):
     refused at arrival and cut at their deadline, for rows with deadlines)."""
     budgets = any("max_step_rows" in r for r in rows)
     admission = any(r.get("admission", "none") != "none" for r in rows)
+    # SLO-aware tau: requests that switched to their tau under load, at the row's slack ratio.
+    switching = any("tau_switched" in r for r in rows)
+
+    def switched(r):
+        if "tau_switched" not in r:
+            return ["-"]
+        return ["%d (ratio %g)" % (r["tau_switched"], r["tau_switch_slack_ratio"])]
 
     def admitted(r):
         s = r["by_status"]
@@ -142,6 +149,7 @@ def projection_table(rows):
     body = [[str(r["max_batch"]), r["settings"][0], fmt(r["rate"], 2)] +
             ([str(r.get("max_step_rows") or "-")] if budgets else []) +
             (admitted(r) if admission else []) +
+            (switched(r) if switching else []) +
             ["%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
              fmt(r["request_throughput"], 2), fmt(r["output_throughput"], 0),
              fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
@@ -151,6 +159,7 @@ def projection_table(rows):
              fmt(r.get("rows_per_token"), 1)] for r in rows]
     return table(["max batch", "setting", "offered req/s"] + (["row budget"] if budgets else []) +
                  (["deadline", "refused / expired"] if admission else []) +
+                 (["tau switched"] if switching else []) +
                  ["ok/requests", "accuracy", "served req/s", "out tok/s", "SLO attainment",
                   "correct goodput", "E2EL p50 / p99 ms", "step interval p50 / p99 ms",
                   "rows/token"], body)

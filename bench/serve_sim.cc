@@ -23,7 +23,8 @@
 // Output (--out, JSONL), one line per request in input order:
 //   {"index", "label", "status" (OK or the status code's name), "output_tokens", "text",
 //    "arrival_s", "chunks_s" (times of the commits that carried text), "steps_s" (the end of
-//    each of its steps), "end_s", "steps", "rows"}
+//    each of its steps), "end_s", "steps", "rows",
+//    "tau_switch_step" (SequenceStats::tau_switch_step; -1: never switched)}
 // --steps-out (JSONL), one line per step: {"rows", "key_rows", "map_key_rows",
 //   "predicted_rows", "sequences", "full_sequences", "partial_sequences", "seconds" (measured
 //   wall time of the step), "virtual_seconds" (the profile's, with --profile)}.
@@ -31,6 +32,7 @@
 // Usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE]
 //          [--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0]
 //          [--kv-budget-bytes 1073741824] [--refuse-late-requests=false]
+//          [--tau-switch-slack-ratio 3]
 // Exit: 0 when every request ended (whatever its status), 2 on bad input, 1 otherwise.
 #include <chrono>
 #include <cstdio>
@@ -66,6 +68,7 @@ ABSL_FLAG(int, queue_capacity, 256, "engine.queue_capacity");
 ABSL_FLAG(int, threads, 0, "CPU threads (0: one per hardware thread)");
 ABSL_FLAG(int64_t, kv_budget_bytes, int64_t{1} << 30, "engine.kv_budget_bytes");
 ABSL_FLAG(bool, refuse_late_requests, true, "engine.refuse_late_requests (cost-aware admission)");
+ABSL_FLAG(double, tau_switch_slack_ratio, 3, "engine.tau_switch_slack_ratio (SLO-aware tau)");
 
 namespace dllm::bench {
 namespace {
@@ -75,6 +78,7 @@ struct Options {
   int max_batch = 8, queue_capacity = 256, threads = 0;
   int64_t kv_budget_bytes = int64_t{1} << 30;
   bool refuse_late_requests = true;
+  double tau_switch_slack_ratio = 3;
 };
 
 struct TimedRequest {
@@ -93,6 +97,7 @@ struct Result {
   double end_s = 0;
   int steps = 0;
   int64_t rows = 0;
+  int tau_switch_step = -1;
 };
 
 // Sets `field`'s value in `decoding`/`cache` from a JSON scalar (numbers as written, strings
@@ -198,6 +203,7 @@ class Simulation final : public EngineObserver {
     eo.queue_capacity = options_.queue_capacity;
     eo.kv_budget_bytes = options_.kv_budget_bytes;
     eo.refuse_late_requests = options_.refuse_late_requests;
+    eo.tau_switch_slack_ratio = options_.tau_switch_slack_ratio;
     eo.max_new_tokens_limit = 1 << 20;
     eo.observer = this;
     if (model_) eo.clock = &clock_;
@@ -240,7 +246,8 @@ class Simulation final : public EngineObserver {
                           {"steps_s", r.steps_s},
                           {"end_s", r.end_s},
                           {"steps", r.steps},
-                          {"rows", r.rows}};
+                          {"rows", r.rows},
+                          {"tau_switch_step", r.tau_switch_step}};
       std::fprintf(out, "%s\n",
                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
@@ -290,6 +297,7 @@ class Simulation final : public EngineObserver {
       r.end_s = sim_->now_s();
       r.steps = event.stats.steps;
       r.rows = event.stats.rows_computed;
+      r.tau_switch_step = event.stats.tau_switch_step;
       absl::MutexLock lock(&sim_->mu_);
       --sim_->outstanding_;
     }
@@ -425,7 +433,7 @@ int Run(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE] "
       "[--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0] "
-      "[--kv-budget-bytes N] [--refuse-late-requests=false]\n";
+      "[--kv-budget-bytes N] [--refuse-late-requests=false] [--tau-switch-slack-ratio 3]\n";
   Options o;
   bool help = false;
   const absl::Status st = dllm::cli::ParseFlags(
@@ -445,6 +453,7 @@ int Run(int argc, char** argv) {
         o.threads = absl::GetFlag(FLAGS_threads);
         o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_bytes);
         o.refuse_late_requests = absl::GetFlag(FLAGS_refuse_late_requests);
+        o.tau_switch_slack_ratio = absl::GetFlag(FLAGS_tau_switch_slack_ratio);
         if (help) return absl::OkStatus();
         for (const auto& [flag, value] :
              {std::pair<const char*, const std::string*>{"--model", &o.model_dir},

@@ -135,7 +135,8 @@ def fit_profile(steps, name, source):
 
 # ------------------------------------------------------------------ running dllm-serve-sim
 
-def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late=True):
+def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late=True,
+            slack_ratio=None):
     """dllm-serve-sim over `requests`; its per-request results, in order. refuse_late=False
     turns the engine's cost-aware admission off (requests with a deadline_s queue and
     expire)."""
@@ -153,6 +154,8 @@ def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late
             cmd += ["--steps-out", steps_out]
         if not refuse_late:
             cmd += ["--refuse-late-requests=false"]
+        if slack_ratio is not None:
+            cmd += ["--tau-switch-slack-ratio", str(slack_ratio)]
         subprocess.run(cmd, check=True)
         with open(out_path) as f:
             return [json.loads(line) for line in f if line.strip()]
@@ -286,21 +289,29 @@ def sweep(args):
     for batch in args.batch_list:
         for name in args.setting_list:
             settings = [(name, serve_sweep.SETTINGS[name])]
+            # SLO-aware tau: a setting with a tau under load runs at each slack ratio (it
+            # switches only requests with a deadline, so not in mode "none").
+            switching = "entropy_threshold_under_load" in settings[0][1].get("cache", {})
             for rate in [float(r) for r in args.rates.split(",")]:
                 for mode in modes:
-                    reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
-                                          args.burstiness, args.seed, serve_sweep.GEN)
-                    if mode != "none":
-                        for q in reqs:
-                            q["deadline_s"] = args.deadline
-                    results = run_sim(args, reqs, batch, profile=args.profile,
-                                      refuse_late=mode != "expire")
-                    row = sim_row(reqs, results, rate, settings, slo, profile_name)
-                    row.update(phase="projection", max_batch=batch, admission=mode,
-                               deadline_s=args.deadline if mode != "none" else None,
-                               model=os.path.basename(args.model.rstrip("/")))
-                    out.append(row)
-                    print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
+                    ratios = args.slack_ratio_list if switching and mode != "none" else [None]
+                    for ratio in ratios:
+                        reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
+                                              args.burstiness, args.seed, serve_sweep.GEN)
+                        if mode != "none":
+                            for q in reqs:
+                                q["deadline_s"] = args.deadline
+                        results = run_sim(args, reqs, batch, profile=args.profile,
+                                          refuse_late=mode != "expire", slack_ratio=ratio)
+                        row = sim_row(reqs, results, rate, settings, slo, profile_name)
+                        row.update(phase="projection", max_batch=batch, admission=mode,
+                                   deadline_s=args.deadline if mode != "none" else None,
+                                   model=os.path.basename(args.model.rstrip("/")))
+                        if ratio is not None:
+                            row.update(tau_switch_slack_ratio=ratio, tau_switched=sum(
+                                1 for r in results if r.get("tau_switch_step", -1) >= 0))
+                        out.append(row)
+                        print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
     write_rows(args.out, out)
 
 
@@ -340,6 +351,9 @@ def main(argv=None):
                     help="sweep: comma-separated modes: none (no deadline), refuse (deadline, "
                     "cost-aware admission), expire (deadline, admission off)")
     ap.add_argument("--batches", default="8,16")
+    ap.add_argument("--slack-ratios", default="3",
+                    help="sweep: engine.tau_switch_slack_ratio values, for settings with a tau "
+                    "under load (comma-separated)")
     ap.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--name", default="", help="calibrate: the profile's name")
@@ -352,6 +366,7 @@ def main(argv=None):
                                       else WORKLOAD)
     args.batch_list = [int(b) for b in args.batches.split(",")]
     args.setting_list = [s for s in args.settings.split(",") if s]
+    args.slack_ratio_list = [float(x) for x in args.slack_ratios.split(",") if x]
     unknown = [s for s in args.setting_list if s not in serve_sweep.SETTINGS]
     if unknown:
         ap.error("unknown settings %s (serve_sweep.SETTINGS: %s)"

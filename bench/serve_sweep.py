@@ -44,6 +44,11 @@ SETTINGS = {
     # (docs/paper-comparison.md): the cheapest EntropyCache setting of that decoding.
     "entropy-tau2": {"decoding": WINDOW,
                      "cache": {"policy": "entropy", "entropy_threshold": 2, "recent_k": 16}},
+    # SLO-aware tau: τ 1, switching to τ 2 when a request's deadline is at risk under load
+    # (engine.tau_switch_slack_ratio); without a deadline, the same as "entropy".
+    "entropy-slack": {"decoding": WINDOW,
+                      "cache": {"policy": "entropy", "entropy_threshold": 1, "recent_k": 16,
+                                "entropy_threshold_under_load": 2}},
     "dual": {"decoding": {"schedule": "block", "block_length": 16, "confidence_threshold": 0.9},
              "cache": {"policy": "dual"}},
     "elastic": {"decoding": WINDOW, "cache": {"policy": "elastic", "elastic_gamma": 0.8}},

@@ -50,10 +50,14 @@ void PrintSummary(const v1::GenerateResponse& r) {
   const std::string reason = v1::FinishReason_Name(r.finish_reason()).substr(14);  // FINISH_REASON_
   std::cerr << absl::StrFormat(
       "[finish=%s prompt_tokens=%d generated_tokens=%d steps=%d full_steps=%d refresh_ratio=%.3f "
-      "total=%.3fs first_commit=%.3fs]\n",
+      "total=%.3fs first_commit=%.3fs%s]\n",
       reason.c_str(), r.usage().prompt_tokens(), r.usage().generated_tokens(),
       r.cache_stats().steps(), r.cache_stats().full_steps(), r.cache_stats().refresh_ratio(),
-      r.timings().total_seconds(), r.timings().first_commit_seconds());
+      r.timings().total_seconds(), r.timings().first_commit_seconds(),
+      // SLO-aware tau: the step from which the server ran it at its tau under load.
+      r.cache_stats().has_tau_switch_step()
+          ? absl::StrFormat(" tau_switch_step=%d", r.cache_stats().tau_switch_step())
+          : "");
 }
 
 int Generate(const ClientOptions& o, const Connection& c) {

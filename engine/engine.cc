@@ -33,6 +33,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   // Every request passes through the queue, so a zero capacity would refuse everything.
   if (options.queue_capacity < 1) return absl::InvalidArgumentError("queue_capacity must be >= 1");
+  if (!(options.tau_switch_slack_ratio >= 0 && options.tau_switch_slack_ratio <= 1000)) {
+    return absl::InvalidArgumentError("tau_switch_slack_ratio must be in [0, 1000]");
+  }
   if (options.max_new_tokens_limit < 1) {
     return absl::InvalidArgumentError("max_new_tokens_limit must be >= 1");
   }

@@ -87,6 +87,9 @@ struct SequenceStats {
   double decision_seconds = 0;  // time spent in the cache policy's decisions
   double mean_committed_entropy = 0;
   double max_committed_entropy = 0;
+  // The first step planned with cache.entropy_threshold_under_load, the worker having
+  // forecast that the request's deadline was at risk; -1: it never switched.
+  int tau_switch_step = -1;
   double queue_seconds = 0;
   double first_commit_seconds = 0;  // from submission
   double total_seconds = 0;         // from submission to final event
@@ -141,7 +144,8 @@ struct StepEvent {
   // Max entropy (nats) of the tokens committed in the step; 0 when it committed none. This is
   // the scalar EntropyCache compares with tau to decide the next step.
   float max_committed_entropy = 0;
-  // The tau this step's decision used (the request's entropy_threshold times the engine's
+  // The tau this step's decision used (the request's entropy_threshold, or its
+  // entropy_threshold_under_load from SequenceStats::tau_switch_step on, times the engine's
   // autotune scale) for the entropy policy; NaN for the other policies.
   float tau_nats = 0;
   int32_t window_begin = 0;  // [window_begin, window_end): the step's block or window
@@ -226,6 +230,10 @@ struct EngineOptions {
   // Cost-aware admission (engine/scheduler/worker.h): Submit refuses a request with a deadline
   // that the backlog forecast says it cannot meet. false: such requests queue and expire.
   bool refuse_late_requests = true;
+  // SLO-aware tau (engine/scheduler/worker.h): a request with a deadline and a
+  // cache.entropy_threshold_under_load switches to it once the time to its deadline is under
+  // this times its forecast time left. 0: never; in [0, 1000].
+  double tau_switch_slack_ratio = 3;
   int cpu_threads = 0;  // 0: one per hardware thread
   int max_new_tokens_limit = 1024;
   ShadowOptions shadow;                // shadow sampling and τ autotuning; off by default

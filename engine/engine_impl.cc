@@ -46,6 +46,8 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
   info.default_cache.policy = CachePolicyKind::kEntropy;
   info.default_cache.entropy_threshold = FamilyInfo(config.family).default_tau_nats;
   info.default_cache.recent_k = FamilyInfo(config.family).default_recent_k;
+  info.default_cache.entropy_threshold_under_load =
+      FamilyInfo(config.family).default_tau_under_load_nats;
   if (generation.max_new_tokens) info.default_max_new_tokens = *generation.max_new_tokens;
   info.row_macs = LayerMatmulParams(config) * config.num_layers;
   info.key_macs = (StepFlops(config, 1, 1, 0) - StepFlops(config, 1, 0, 0)) / 2;
@@ -73,6 +75,7 @@ class EngineImpl final : public Engine {
     worker.max_batch_sequences = std::max(1, options.max_batch_sequences);
     worker.queue_capacity = std::max(0, options.queue_capacity);
     worker.refuse_late_requests = options.refuse_late_requests;
+    worker.tau_switch_slack_ratio = options.tau_switch_slack_ratio;
     worker.context.tokenizer = tokenizer_;
     worker.context.mask_token_id = config.mask_token_id;
     worker.context.vocab_size = config.vocab_size;

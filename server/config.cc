@@ -446,6 +446,10 @@ absl::Status ValidateEngineSection(const EngineSection& e) {
     return st;
   }
   if (auto st = CheckRange("engine.cpu_threads", e.cpu_threads, 0, 1024); !st.ok()) return st;
+  if (auto st = CheckRange("engine.tau_switch_slack_ratio", e.tau_switch_slack_ratio, 0, 1000);
+      !st.ok()) {
+    return st;
+  }
   return absl::OkStatus();
 }
 
@@ -575,6 +579,7 @@ void ReadEngineSection(MapReader& top, std::string* error, EngineSection* e) {
   r.Read("kv_budget_bytes", &e->kv_budget_bytes);
   r.Read("queue_capacity", &e->queue_capacity);
   r.Read("refuse_late_requests", &e->refuse_late_requests);
+  r.Read("tau_switch_slack_ratio", &e->tau_switch_slack_ratio);
   r.Read("cpu_threads", &e->cpu_threads);
   r.CheckUnknownKeys();
 }

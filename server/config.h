@@ -67,6 +67,8 @@ struct EngineSection {
   // Cost-aware admission (engine/scheduler/worker.h): refuse at arrival, RESOURCE_EXHAUSTED
   // with Retry-After, a request whose deadline the backlog forecast rules out.
   bool refuse_late_requests = true;
+  // SLO-aware tau (engine/scheduler/worker.h): EngineOptions::tau_switch_slack_ratio.
+  double tau_switch_slack_ratio = 3;
   int cpu_threads = 0;
 };
 

@@ -314,6 +314,7 @@ EngineOptions EngineOptionsFor(const ServerConfig& config, ServerMetrics* metric
   options.kv_budget_bytes = config.engine.kv_budget_bytes;
   options.queue_capacity = config.engine.queue_capacity;
   options.refuse_late_requests = config.engine.refuse_late_requests;
+  options.tau_switch_slack_ratio = config.engine.tau_switch_slack_ratio;
   options.cpu_threads = config.engine.cpu_threads;
   options.max_new_tokens_limit = config.limits.max_new_tokens;
   options.observer = metrics;

@@ -99,6 +99,9 @@ ServerMetrics::ServerMetrics()
                                     "Answer tokens generated (before the first end token)")),
       prompt_tokens_(MakeCounter(*registry_, "dllm_prompt_tokens_total",
                                  "Prompt tokens of finished requests")),
+      tau_switched_(MakeCounter(*registry_, "dllm_requests_tau_switched_total",
+                                "Finished requests that switched to their EntropyCache tau "
+                                "under load because their deadline was at risk")),
       decision_seconds_(MakeCounter(*registry_, "dllm_decision_overhead_seconds_total",
                                     "Time spent in cache-policy decisions")),
       step_seconds_(
@@ -202,6 +205,7 @@ void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalE
   if (s.first_commit_seconds > 0) first_commit_.Observe(s.first_commit_seconds);
   generated_tokens_.Increment(s.generated_tokens);
   prompt_tokens_.Increment(s.prompt_tokens);
+  if (s.tau_switch_step >= 0) tau_switched_.Increment();
 }
 
 void ServerMetrics::OnShadowSample(const ShadowSample& sample) {

@@ -30,6 +30,8 @@
 //   dllm_kv_cache_usage_ratio              gauge: KV bytes in use / budget, 0..1
 //   dllm_generated_tokens_total            counter: answer tokens (before the first end token)
 //   dllm_prompt_tokens_total               counter: prompt tokens of finished requests
+//   dllm_requests_tau_switched_total       counter: finished requests that switched to their
+//                                          tau under load (SLO-aware tau, worker.h)
 //   dllm_decision_overhead_seconds_total   counter: time in cache-policy decisions
 //   dllm_step_seconds_total                counter: wall time of all engine steps
 //   dllm_build_info{version,backend,model} gauge: 1 once the model is loaded (version is
@@ -119,6 +121,7 @@ class ServerMetrics : public EngineObserver {
   prometheus::Gauge& backlog_;
   prometheus::Counter& generated_tokens_;
   prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& tau_switched_;
   prometheus::Counter& decision_seconds_;
   prometheus::Counter& step_seconds_;
   prometheus::Counter& shadow_samples_;

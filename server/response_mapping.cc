@@ -66,6 +66,7 @@ void FillGenerateResponse(const std::string& request_id, const FinalEvent& event
   cache->set_rows_computed(s.rows_computed);
   cache->set_mean_committed_entropy(s.mean_committed_entropy);
   cache->set_max_committed_entropy(s.max_committed_entropy);
+  if (s.tau_switch_step >= 0) cache->set_tau_switch_step(s.tau_switch_step);
   auto* t = out->mutable_timings();
   t->set_queue_seconds(s.queue_seconds);
   t->set_first_commit_seconds(s.first_commit_seconds);

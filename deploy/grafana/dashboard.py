@@ -126,7 +126,10 @@ def panels():
         ], "percentunit", "Share of the KV pool byte budget in use, per pod."), 8),
         (timeseries("Backlog (forecast seconds of work, the HPA signal)", [
             (f"max by (pod) (dllm_backlog_seconds{{{SEL}}})", "{{pod}}"),
-        ], "s", "Per pod, the engine's forecast of the time to work off its running and queued requests at full batch (measured step time, steps per token). The HPA scales on its average (target 2 s); calls whose deadline it rules out are refused at arrival (engine.refuse_late_requests)."), 24),
+        ], "s", "Per pod, the engine's forecast of the time to work off its running and queued requests at full batch (measured step time, steps per token). The HPA scales on its average (target 2 s); calls whose deadline it rules out are refused at arrival (engine.refuse_late_requests)."), 12),
+        (timeseries("Requests switched to their tau under load (SLO-aware tau)", [
+            (f"sum(rate(dllm_requests_tau_switched_total{{{SEL}}}[{RATE}])) / sum(rate(dllm_requests_total{{{SEL}}}[{RATE}]))", "switched / finished requests"),
+        ], "percentunit", "Share of requests whose deadline was at risk, so that they ran the rest of their decoding at cache.entropy_threshold_under_load (engine.tau_switch_slack_ratio): near 0 at light load, rising with the backlog. Requests without a deadline never switch."), 12),
         (row("Denoising and cache"), 24),
         (timeseries("Cache refresh ratio", [
             (f"max by (pod) (dllm_cache_refresh_ratio{{{SEL}}})", "{{pod}} (gauge, recent window)"),

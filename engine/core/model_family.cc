@@ -26,6 +26,7 @@ constexpr std::array<ModelFamilyInfo, 2> kFamilies = {{
         .vanilla_remasking = Remasking::kLowConfidence,
         .default_tau_nats = 1.0f,
         .default_recent_k = 16,
+        .default_tau_under_load_nats = 2.0f,
     },
     {
         .family = ModelFamily::kDream,
@@ -48,6 +49,7 @@ constexpr std::array<ModelFamilyInfo, 2> kFamilies = {{
         .vanilla_remasking = Remasking::kMaskgitPlus,
         .default_tau_nats = 1.0f,
         .default_recent_k = 16,
+        .default_tau_under_load_nats = 2.0f,
     },
 }};
 

@@ -59,6 +59,11 @@ struct ModelFamilyInfo {
   // docs/paper-comparison.md, "The tuning protocol".
   float default_tau_nats;
   int default_recent_k;
+  // The tau a request with a deadline switches to when its deadline is at risk under load
+  // (CacheParams::entropy_threshold_under_load): 2, where the entropy trigger never fires on
+  // the cot models under window decoding, chosen with engine.tau_switch_slack_ratio on the val
+  // split (docs/serving-simulation.md, "SLO-aware τ").
+  float default_tau_under_load_nats;
 };
 
 // Every family, in enum order.

@@ -297,6 +297,19 @@ void AddCacheRows(std::vector<ParamField>* t) {
     f.extra_check = &TauNotNan;
     t->push_back(ForPolicies(std::move(f), {P::kEntropy}));
   }
+  {
+    ParamField f = Field<&K::entropy_threshold_under_load>(
+        {.name = "entropy_threshold_under_load",
+         .alias = "load_tau",
+         .unit = "nats",
+         .lo = -kInf,
+         .hi = kInf,
+         .doc = "EntropyCache tau from the step at which the request's deadline is at risk "
+                "under load (usually above entropy_threshold: fewer refreshes); unset: never "
+                "switches; a request that sets entropy_threshold alone keeps it"});
+    f.extra_check = &TauNotNan;
+    t->push_back(ForPolicies(std::move(f), {P::kEntropy}));
+  }
   t->push_back(ForPolicies(
       Field<&K::recent_k>({.name = "recent_k",
                            .alias = "k",
@@ -570,6 +583,12 @@ const ParamValue* ParamOverrides::Find(const ParamField& field) const {
 
 void ParamOverrides::ApplyTo(DecodingParams* decoding, CacheParams* cache) const {
   for (const auto& [f, v] : values_) f->set(v, decoding, cache);
+  const ParamField* tau = FindParamField(ParamSection::kCache, "entropy_threshold");
+  const ParamField* tau_under_load =
+      FindParamField(ParamSection::kCache, "entropy_threshold_under_load");
+  if (Find(*tau) != nullptr && Find(*tau_under_load) == nullptr) {
+    cache->entropy_threshold_under_load.reset();
+  }
 }
 
 }  // namespace dllm

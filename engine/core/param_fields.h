@@ -162,7 +162,9 @@ class ParamOverrides {
   bool empty() const { return values_.empty(); }
   const std::vector<std::pair<const ParamField*, ParamValue>>& values() const { return values_; }
 
-  // Writes every value into the params it belongs to.
+  // Writes every value into the params it belongs to. Setting cache.entropy_threshold without
+  // cache.entropy_threshold_under_load pins tau: the tau under load is cleared (never
+  // switches), so a request, setting or config that names its tau gets exactly that tau.
   void ApplyTo(DecodingParams* decoding, CacheParams* cache) const;
 
  private:

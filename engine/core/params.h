@@ -70,6 +70,12 @@ struct CacheParams {
   // exceeds it, so tau < 0 (e.g. -inf) makes every step full and +inf never refreshes on
   // entropy (HTTP JSON has no infinities; a negative tau is how it asks for "always full").
   float entropy_threshold = 0.5f;
+  // The tau (nats) this request's EntropyCache switches to once its deadline is at risk: the
+  // worker's forecast of its time left, times EngineOptions::tau_switch_slack_ratio, passes the
+  // time to its deadline (engine/scheduler/worker.h). Usually above entropy_threshold: fewer
+  // refreshes, fewer rows per step, more capacity under load. Unset: never switches. A request
+  // without a deadline never switches. The switch is for the rest of the request.
+  std::optional<float> entropy_threshold_under_load;
   int recent_k = 32;  // most recently committed tokens recomputed in partial steps
   // Of those committed before the newest step, only the ones committed with at least this
   // entropy (nats) are recomputed; unset (or 0): all of them (the paper's partial step).

@@ -98,9 +98,12 @@ class RecentKPolicy : public CachePolicy {
 class EntropyPolicy final : public RecentKPolicy {
  public:
   explicit EntropyPolicy(const CacheParams& params)
-      : RecentKPolicy(params), tau_(params.entropy_threshold) {}
+      : RecentKPolicy(params),
+        tau_(params.entropy_threshold),
+        tau_under_load_(params.entropy_threshold_under_load.value_or(params.entropy_threshold)) {}
   StepPlan Plan(const PlanInput& input) override {
-    if (first_ || max_entropy_ > tau_ * input.tau_scale) return StepPlan{true, {}};
+    const float tau = input.under_load ? tau_under_load_ : tau_;
+    if (first_ || max_entropy_ > tau * input.tau_scale) return StepPlan{true, {}};
     return Partial(input);
   }
   void Observe(int step, std::span<const CommittedToken> committed) override {
@@ -114,7 +117,8 @@ class EntropyPolicy final : public RecentKPolicy {
 
  private:
   float tau_;
-  bool first_ = true;  // the first step fills an empty cache
+  float tau_under_load_;  // cache.entropy_threshold_under_load, else tau_
+  bool first_ = true;     // the first step fills an empty cache
   float max_entropy_ = 0.0f;
 };
 

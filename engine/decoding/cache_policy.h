@@ -65,6 +65,9 @@ struct PlanInput {
   int32_t block_length = 0;  // the block schedule's block length; else the answer's
   std::span<const uint8_t> decided;  // per canvas position: nonzero once decided (prompt too)
   float tau_scale = 1.0f;            // > 0; multiplies entropy's tau (the engine's autotuner)
+  // The worker switched the sequence to its tau under load (cache.entropy_threshold_under_load;
+  // entropy only: engine/scheduler/worker.h). Any step may be the first with it set.
+  bool under_load = false;
 };
 
 struct StepPlan {

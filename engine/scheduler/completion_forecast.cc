@@ -74,4 +74,9 @@ double CompletionForecast::BacklogSeconds(double ahead_steps) const {
   return step_seconds_.has_value() ? ahead_steps / batch_slots_ * *step_seconds_ : 0.0;
 }
 
+bool TauSwitchDue(double seconds_to_deadline, double steps_left, double step_seconds,
+                  double slack_ratio) {
+  return slack_ratio > 0 && seconds_to_deadline < slack_ratio * steps_left * step_seconds;
+}
+
 }  // namespace dllm

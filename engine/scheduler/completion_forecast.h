@@ -33,6 +33,13 @@
 
 namespace dllm {
 
+// SLO-aware tau's rule (worker.h): whether a running sequence with `steps_left` forecast steps,
+// at `step_seconds` each, and `seconds_to_deadline` left should switch to its tau under
+// load: seconds_to_deadline < slack_ratio × steps_left × step_seconds. A ratio of 0 never
+// switches; 1 switches once the forecast finish passes the deadline.
+bool TauSwitchDue(double seconds_to_deadline, double steps_left, double step_seconds,
+                  double slack_ratio);
+
 class CompletionForecast {
  public:
   // `batch_slots` >= 1: the worker's max_batch_sequences.
@@ -58,6 +65,8 @@ class CompletionForecast {
   // Seconds to work off `ahead_steps` sequence-steps at full batch: the load signal (0 before
   // a step).
   double BacklogSeconds(double ahead_steps) const;
+  // The measured seconds of one step of the current batch; nullopt before a step.
+  std::optional<double> step_seconds() const { return step_seconds_; }
 
  private:
   const int batch_slots_;

@@ -111,6 +111,17 @@ Sequence::Sequence(PendingRequest pending, std::unique_ptr<KvHandle> kv,
   stats_.queue_seconds = absl::ToDoubleSeconds(admit_time - pending_.submit_time);
 }
 
+bool Sequence::can_switch_tau() const {
+  const CacheParams& cache = pending_.request.cache;
+  return stats_.tau_switch_step < 0 && cache.policy == CachePolicyKind::kEntropy &&
+         cache.entropy_threshold_under_load.has_value() &&
+         pending_.request.deadline != absl::InfiniteFuture();
+}
+
+void Sequence::SwitchTauUnderLoad() {
+  if (can_switch_tau()) stats_.tau_switch_step = decoder_.step();
+}
+
 SequenceStep Sequence::PlanStep(float tau_scale) {
   const auto start = std::chrono::steady_clock::now();
   PlanInput input;
@@ -128,6 +139,7 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
                            : decoder_.gen_length();
   input.decided = decoder_.decided_flags();
   input.tau_scale = tau_scale;
+  input.under_load = stats_.tau_switch_step >= 0;
   plan_tau_scale_ = tau_scale;
   plan_block_begin_ = input.block_begin;
   plan_block_end_ = input.block_end;
@@ -308,9 +320,12 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   event.rows = planned_rows_;
   event.max_committed_entropy = last_step_entropy_;
   const CacheParams& cache = pending_.request.cache;
-  event.tau_nats = cache.policy == CachePolicyKind::kEntropy
-                       ? cache.entropy_threshold * plan_tau_scale_
-                       : std::numeric_limits<float>::quiet_NaN();
+  const bool under_load = stats_.tau_switch_step >= 0 && stats_.tau_switch_step <= step;
+  event.tau_nats =
+      cache.policy == CachePolicyKind::kEntropy
+          ? (under_load ? *cache.entropy_threshold_under_load : cache.entropy_threshold) *
+                plan_tau_scale_
+          : std::numeric_limits<float>::quiet_NaN();
   event.window_begin = std::max(0, plan_block_begin_ - prompt);
   event.window_end = std::max(event.window_begin, plan_block_end_ - prompt);
   for (const CommittedToken& c : committed) {

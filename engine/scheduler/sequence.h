@@ -75,6 +75,12 @@ class Sequence {
   int masks_left() const { return decoder_.masks_left(); }
   int steps_done() const { return stats_.steps; }
   int canvas_length() const { return static_cast<int>(decoder_.canvas().size()); }
+  // Whether SwitchTauUnderLoad would switch: an EntropyCache request with a deadline and a
+  // cache.entropy_threshold_under_load that has not switched yet.
+  bool can_switch_tau() const;
+  // From the coming step on, the policy's tau is cache.entropy_threshold_under_load
+  // (SequenceStats::tau_switch_step records the step). No-op unless can_switch_tau().
+  void SwitchTauUnderLoad();
 
   // Plans the coming step. The returned step's spans point into this sequence and stay
   // valid until ApplyStep.

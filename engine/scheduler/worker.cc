@@ -331,6 +331,21 @@ void Worker::RunStepUnchecked() {
   last_step_sequences_ = info.sequences;
 }
 
+void Worker::SwitchTausDue() {
+  const std::optional<double> step_seconds = forecast_.step_seconds();
+  if (!step_seconds.has_value() || options_.tau_switch_slack_ratio <= 0) return;
+  const absl::Time now = options_.context.clock->Now();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Sequence& seq = *active_[i];
+    if (!seq.can_switch_tau()) continue;
+    const double to_deadline = absl::ToDoubleSeconds(seq.request().deadline - now);
+    if (TauSwitchDue(to_deadline, (*running_steps_left_)[i], *step_seconds,
+                     options_.tau_switch_slack_ratio)) {
+      seq.SwitchTauUnderLoad();
+    }
+  }
+}
+
 void Worker::RetireDone() {
   // What the forecast learns: sequences that finished decoding (not cancelled or failed)
   // and the step just run.
@@ -365,6 +380,7 @@ void Worker::RetireDone() {
                 .value_or(0.0));
       }
       running_steps_left_ = std::move(left);
+      SwitchTausDue();
     }
     queue.backlog_seconds = forecast_.BacklogSeconds(StepsAhead());
   }

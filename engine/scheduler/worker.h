@@ -18,6 +18,15 @@
 // queued requests. A request without a deadline, or one that finds a free slot, is never
 // refused for load, and nothing is refused before the forecast has measurements.
 //
+// SLO-aware tau: right after admission and after every step, a running EntropyCache sequence with a
+// deadline and a cache.entropy_threshold_under_load (Sequence::can_switch_tau) switches to that tau
+// for the rest of its decoding when the time to its deadline is under tau_switch_slack_ratio × its
+// forecast time left (its forecast steps left × the measured step time: TauSwitchDue). Under
+// load the queue wait eats into every request's slack, so the sequences switch as load grows
+// and the lighter steps serve more requests; at light load none does and answers are those
+// of the request's own tau. The switch happens at most once per request; SequenceStats and
+// the step events report it. Nothing switches before the forecast has measurements.
+//
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed.
 //
@@ -49,7 +58,8 @@ namespace dllm {
 struct WorkerOptions {
   int max_batch_sequences = 8;
   int queue_capacity = 64;
-  bool refuse_late_requests = true;  // cost-aware admission (above)
+  bool refuse_late_requests = true;   // cost-aware admission (above)
+  double tau_switch_slack_ratio = 3;  // SLO-aware tau (above); 0: never switch
   SequenceContext context;
   EngineObserver* observer = nullptr;  // not owned; may be null
   ShadowOptions shadow;                // validated by the caller
@@ -95,6 +105,9 @@ class Worker {
   void RunStep();
   void RunStepUnchecked();
   void RetireDone();
+  // SLO-aware tau (above): switches the active sequences whose deadline is at risk, from the
+  // forecast just published in running_steps_left_.
+  void SwitchTausDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether requests wait in the queue (ShadowSteps runs no shadow then).
   bool requests_waiting() const;
   // Forecast steps of a pending request, and of each queued one in queue order.

@@ -205,7 +205,8 @@ json CacheStatsJson(const v1::CacheStats& c) {
           {"refresh_ratio", c.refresh_ratio()},
           {"rows_computed", c.rows_computed()},
           {"mean_committed_entropy", c.mean_committed_entropy()},
-          {"max_committed_entropy", c.max_committed_entropy()}};
+          {"max_committed_entropy", c.max_committed_entropy()},
+          {"tau_switch_step", c.has_tau_switch_step() ? json(c.tau_switch_step()) : json(nullptr)}};
 }
 
 json TimingsJson(const v1::Timings& t) {

@@ -33,8 +33,9 @@ json StepEventJson(const StepEvent& event, const Tokenizer& tokenizer,
       {"kind", event.full ? "full" : "partial"},
       {"rows", event.rows},
       {"max_entropy", event.max_committed_entropy},
+      // JSON has no infinities: +inf never refreshes on entropy, -inf always refreshes.
       {"tau", std::isnan(event.tau_nats)   ? json(nullptr)
-              : std::isinf(event.tau_nats) ? json("inf")  // never refreshes on entropy
+              : std::isinf(event.tau_nats) ? json(event.tau_nats > 0 ? "inf" : "-inf")
                                            : json(event.tau_nats)},
       {"window", json::array({event.window_begin, event.window_end})},
       {"committed", Tokens(event.committed_positions, event.committed_tokens, tokenizer)},

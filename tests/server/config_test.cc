@@ -27,6 +27,7 @@ TEST_CASE("config: shipped default.yaml parses and matches the built-in defaults
   CHECK(c->engine.backend == BackendKind::kCpu);
   CHECK(c->engine.queue_capacity == builtin.engine.queue_capacity);
   CHECK(c->engine.refuse_late_requests == builtin.engine.refuse_late_requests);
+  CHECK(c->engine.tau_switch_slack_ratio == builtin.engine.tau_switch_slack_ratio);
   CHECK(c->limits.max_new_tokens == builtin.limits.max_new_tokens);
   CHECK(c->limits.allowed_cache_policies == builtin.limits.allowed_cache_policies);
   CHECK(c->metrics.port == builtin.metrics.port);
@@ -49,7 +50,8 @@ TEST_CASE("config: values are read into typed fields") {
   absl::StatusOr<ServerConfig> c = ParseServerConfig(R"(
 server: {address: "127.0.0.1:1234", threads: 3, drain_timeout_seconds: 2.5, warmup: false}
 engine: {backend: cuda, model: /m, max_batch_sequences: 4, kv_budget_bytes: 123456789012,
-         queue_capacity: 2, refuse_late_requests: false, cpu_threads: 1}
+         queue_capacity: 2, refuse_late_requests: false, tau_switch_slack_ratio: 2.5,
+         cpu_threads: 1}
 decoding: {schedule: window, remasking: topk_margin, steps: 16, confidence_threshold: 0.9,
            seed: 18446744073709551615}
 cache: {policy: interval, refresh_interval: 4, shadow_sample_rate: 0.25,
@@ -64,6 +66,7 @@ logging: {level: debug, format: json}
   CHECK(c->server.threads == 3);
   CHECK(c->server.drain_timeout_seconds == 2.5);
   CHECK_FALSE(c->engine.refuse_late_requests);
+  CHECK(c->engine.tau_switch_slack_ratio == 2.5);
   CHECK_FALSE(c->server.warmup);
   CHECK(c->engine.backend == BackendKind::kCuda);
   CHECK(c->engine.kv_budget_bytes == 123456789012);
@@ -196,6 +199,8 @@ TEST_CASE("config: config bounds print as integers", "[config][reliability]") {
   CHECK_THAT(error, !Catch::Contains("e+"));
   CHECK_THAT(ErrorOf("limits: {max_new_tokens: 5000000}"),
              Catch::Contains("5000000 is outside [1, 1048576]"));
+  CHECK_THAT(ErrorOf("engine: {tau_switch_slack_ratio: -1}"),
+             Catch::Contains("engine.tau_switch_slack_ratio: -1 is outside [0, 1000]"));
   CHECK_THAT(ErrorOf("server: {drain_timeout_seconds: 4000.5}"),
              Catch::Contains("4000.5 is outside [0, 3600]"));
   CHECK_THAT(ErrorOf("server: {max_connection_age_seconds: -1}"),

@@ -49,6 +49,7 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_backlog_seconds",
                            "dllm_generated_tokens_total",
                            "dllm_prompt_tokens_total",
+                           "dllm_requests_tau_switched_total",
                            "dllm_decision_overhead_seconds_total",
                            "dllm_step_seconds_total",
                            "dllm_cache_shadow_samples_total",
@@ -100,6 +101,9 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   final_event.stats.total_seconds = 1.5;
   final_event.stats.queue_seconds = 0.1;
   final_event.stats.first_commit_seconds = 0.3;
+  final_event.stats.tau_switch_step = 4;
+  m.OnRequestDone(request, final_event);
+  final_event.stats.tau_switch_step = -1;  // never switched: not counted
   m.OnRequestDone(request, final_event);
 
   const std::string text = Scrape(m);
@@ -129,11 +133,12 @@ TEST_CASE("metrics: steps, gauges and requests are recorded") {
   CHECK(Sample(text, "dllm_num_requests_running") == 3);
   CHECK(Sample(text, "dllm_kv_cache_usage_ratio") == 0.75);
   CHECK(Sample(text, "dllm_backlog_seconds") == 2.5);
-  CHECK(Sample(text, "dllm_prompt_tokens_total") == 7);
-  CHECK(Sample(text, "dllm_generated_tokens_total") == 11);
-  CHECK(Sample(text, "dllm_request_duration_seconds_sum") == 1.5);
-  CHECK(Sample(text, "dllm_time_to_first_commit_seconds_count") == 1);
-  CHECK(Sample(text, "dllm_queue_wait_seconds_sum") == Approx(0.1));
+  CHECK(Sample(text, "dllm_prompt_tokens_total") == 14);
+  CHECK(Sample(text, "dllm_generated_tokens_total") == 22);
+  CHECK(Sample(text, "dllm_requests_tau_switched_total") == 1);
+  CHECK(Sample(text, "dllm_request_duration_seconds_sum") == 3.0);
+  CHECK(Sample(text, "dllm_time_to_first_commit_seconds_count") == 2);
+  CHECK(Sample(text, "dllm_queue_wait_seconds_sum") == Approx(0.2));
 }
 
 TEST_CASE("metrics: shadow samples feed the cache-quality series") {

@@ -63,6 +63,35 @@ TEST_CASE("request mapping: request beats config beats model defaults") {
   CHECK(g->cache.shadow_sample_rate == 0.05f);
 }
 
+TEST_CASE("request mapping: a request or config that sets tau alone pins it") {
+  ModelInfo model = TestModel();
+  model.default_cache.entropy_threshold = 1.0f;
+  model.default_cache.entropy_threshold_under_load = 2.0f;  // the family's
+  const RequestDefaults defaults = ResolveRequestDefaults(model, {}, {});
+  v1::GenerateRequest r = Prompt("hi");
+  absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->cache.entropy_threshold_under_load == 2.0f);  // left to the server: may switch
+  r.mutable_cache()->set_entropy_threshold(0.5f);
+  g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->cache.entropy_threshold == 0.5f);
+  CHECK_FALSE(g->cache.entropy_threshold_under_load.has_value());  // pinned: never switches
+  r.mutable_cache()->set_entropy_threshold_under_load(3.0f);
+  g = ToGenerationRequest(r, defaults, LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->cache.entropy_threshold_under_load == 3.0f);
+
+  // A config that sets tau alone pins it for every request that leaves tau to the server.
+  CacheDefaults config_cache;
+  REQUIRE(config_cache.fields.SetTo("cache.entropy_threshold", 0.75f).ok());
+  g = ToGenerationRequest(Prompt("hi"), ResolveRequestDefaults(model, {}, config_cache),
+                          LimitsSection{}, model);
+  REQUIRE(g.ok());
+  CHECK(g->cache.entropy_threshold == 0.75f);
+  CHECK_FALSE(g->cache.entropy_threshold_under_load.has_value());
+}
+
 TEST_CASE("request mapping: inputs") {
   const ModelInfo model = TestModel();
   const RequestDefaults defaults = ResolveRequestDefaults(model, {}, {});

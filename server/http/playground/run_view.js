@@ -51,7 +51,7 @@ export class RunView {
       kind: step.kind,
       rows: step.rows,
       entropy: step.max_entropy,
-      tau: step.tau === "inf" ? Infinity : step.tau,
+      tau: step.tau === "inf" ? Infinity : step.tau === "-inf" ? -Infinity : step.tau,
     });
     this.schedule();
   }

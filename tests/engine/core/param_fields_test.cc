@@ -66,6 +66,7 @@ TEST_CASE("param fields: the table covers the params and each row reaches its ow
                                           "cache.policy",
                                           "cache.entropy_threshold",
                                           "cache.recent_k",
+                                          "cache.entropy_threshold_under_load",
                                           "cache.recent_min_entropy",
                                           "cache.recent_max_end",
                                           "cache.refresh_interval",
@@ -193,6 +194,39 @@ TEST_CASE("param overrides: set by name, typed reads, applied in place", "[core]
   CHECK(d.block_length == 8);
   CHECK(c.elastic_gamma == 0.8f);
   CHECK(d.window == DecodingParams{}.window);
+}
+
+TEST_CASE("param overrides: setting tau alone pins it (no tau under load)", "[core][fields]") {
+  CacheParams defaults;
+  defaults.policy = CachePolicyKind::kEntropy;
+  defaults.entropy_threshold = 1.0f;
+  defaults.entropy_threshold_under_load = 2.0f;
+  DecodingParams d;
+  {
+    CacheParams c = defaults;  // another field leaves both taus alone
+    ParamOverrides o;
+    REQUIRE(o.SetTo("cache.k", 8).ok());
+    o.ApplyTo(&d, &c);
+    CHECK(c.entropy_threshold == 1.0f);
+    CHECK(c.entropy_threshold_under_load == 2.0f);
+  }
+  {
+    CacheParams c = defaults;  // tau alone: pinned
+    ParamOverrides o;
+    REQUIRE(o.SetTo("cache.tau", 0.5f).ok());
+    o.ApplyTo(&d, &c);
+    CHECK(c.entropy_threshold == 0.5f);
+    CHECK_FALSE(c.entropy_threshold_under_load.has_value());
+  }
+  {
+    CacheParams c = defaults;  // both: both as given
+    ParamOverrides o;
+    REQUIRE(o.SetTo("cache.tau", 0.5f).ok());
+    REQUIRE(o.SetTo("cache.load_tau", 4.0f).ok());
+    o.ApplyTo(&d, &c);
+    CHECK(c.entropy_threshold == 0.5f);
+    CHECK(c.entropy_threshold_under_load == 4.0f);
+  }
 }
 
 }  // namespace

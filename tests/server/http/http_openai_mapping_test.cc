@@ -218,6 +218,10 @@ TEST_CASE("http mapping: responses in the OpenAI shapes") {
         json({{"prompt_tokens", 10}, {"completion_tokens", 3}, {"total_tokens", 13}}));
   CHECK(unary["cache_stats"]["steps"] == 8);
   CHECK(unary["cache_stats"]["rows_computed"] == 123);
+  CHECK(unary["cache_stats"]["tau_switch_step"].is_null());  // never switched
+  g.mutable_cache_stats()->set_tau_switch_step(5);
+  CHECK(CompletionResponseJson(chat, "chatcmpl-1", 1700000000,
+                               g)["cache_stats"]["tau_switch_step"] == 5);
 
   const json first = DeltaChunkJson(chat, "chatcmpl-1", 1, "", true);
   CHECK(first["object"] == "chat.completion.chunk");

@@ -74,6 +74,8 @@ TEST_CASE("step json: dropped proposals, policies without tau, never-refreshing 
   CHECK_FALSE(j.contains("provisional"));
   e.tau_nats = std::numeric_limits<float>::infinity();
   CHECK(StepEventJson(e, tokenizer, "x", true)["tau"] == "inf");
+  e.tau_nats = -std::numeric_limits<float>::infinity();  // tau < 0: every step full
+  CHECK(StepEventJson(e, tokenizer, "x", true)["tau"] == "-inf");
 }
 
 TEST_CASE("step json: half a UTF-8 character and unknown ids still give valid JSON") {
