@@ -21,7 +21,6 @@ import contextlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import time
 import urllib.request
 
 from bench import serve
+from tools.loopback import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = 192  # the tuning protocol's gen_length
@@ -62,12 +62,6 @@ OPEN_FRACTIONS = [0.5, 0.9, 1.2]
 # The SLO of goodput: end-to-end latency within 5x the single-request E2EL of EntropyCache's
 # setting on llada-cot (~0.8 s alone on this machine), i.e. 4 s.
 SLO = "e2el:4000"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(model, max_batch, workdir):

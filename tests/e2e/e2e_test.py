@@ -15,7 +15,6 @@ Only the Python standard library is used (run with /usr/bin/python3).
 import argparse
 import json
 import os
-import random
 import re
 import resource
 import shutil
@@ -31,6 +30,7 @@ import urllib.parse
 import urllib.request
 
 from tests import unittest_exit
+from tools.loopback import free_port  # noqa: F401 (re-exported to the other e2e tests)
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(SOURCE_DIR, "tests", "data", "reference", "llada_mha")
@@ -40,37 +40,6 @@ BIN_DIR = None  # set by main()
 # drain act long before it would finish by itself. (256 tokens took under 0.5 s once the CPU
 # backend got its own GEMM and vector exp: a 0.5 s deadline no longer expired.)
 LONG_TOKENS = 768
-
-
-def ephemeral_ports():
-    """The kernel's range for outgoing connections' local ports (and for bind to port 0)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(x) for x in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def free_port():
-    """A loopback port free now, for a server this test is about to start. Picked below the
-    kernel's ephemeral range: a port from bind(0) lies in that range, where any test's
-    outgoing connection (ctest runs two tests at once; some open hundreds) may take it
-    between this check and the server's bind, and the server then fails with "Address
-    already in use". Above 20000, clear of the fixed ports other tools use."""
-    lo, _ = ephemeral_ports()
-    if lo > 21000:
-        for _ in range(100):
-            port = random.randint(20000, lo - 1)
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_model(directory):

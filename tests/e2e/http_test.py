@@ -1059,6 +1059,39 @@ class HttpTest(unittest.TestCase):
             else:
                 self.assertIsNone(retry_after)
 
+    def test_tau_switch_under_deadline(self):
+        """SLO-aware tau end to end: with a slack ratio so large that any deadline is at risk,
+        a request with X-Request-Timeout-Ms that leaves tau to the server runs at the family's
+        tau under load from its first step (cache_stats.tau_switch_step 0); one that sets
+        entropy_threshold keeps it, and one without a deadline never switches. The counter
+        counts the one switch."""
+        s = self.start(auth=False, overrides={"engine": {"tau_switch_slack_ratio": 1000}})
+        body = {"model": "llada-tiny", "prompt": "add 1 2", "max_tokens": 64,
+                "decoding": {"block_length": 64, "steps": 64}}
+
+        def call(body, timeout_ms=None):
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=120)
+            headers = {"Content-Type": "application/json"}
+            if timeout_ms is not None:
+                headers["X-Request-Timeout-Ms"] = timeout_ms
+            conn.request("POST", "/v1/completions", json.dumps(body), headers)
+            r = conn.getresponse()
+            reply = json.loads(r.read())
+            conn.close()
+            self.assertEqual(r.status, 200, reply)
+            return reply
+
+        # Measurements for the forecast: one token per step, so ~64 steps left at admission;
+        # 1000 x 64 steps x a step's time (~1 ms here) is far over a 3 s deadline.
+        for _ in range(2):
+            self.assertIsNone(call(body)["cache_stats"]["tau_switch_step"])
+        at_risk = call(body, "3000")
+        self.assertEqual(at_risk["cache_stats"]["tau_switch_step"], 0, at_risk["cache_stats"])
+        pinned = call(dict(body, cache={"entropy_threshold": 1}), "3000")
+        self.assertIsNone(pinned["cache_stats"]["tau_switch_step"])
+        self.assertIsNone(call(body)["cache_stats"]["tau_switch_step"])  # no deadline
+        self.assertIn("dllm_requests_tau_switched_total 1\n", s.metrics_text())
+
     def test_request_timeout_header(self):
         """X-Request-Timeout-Ms is an HTTP client's deadline: a bad value is a 400 naming the
         header; a request still running at its deadline ends 504; and behind a long request
