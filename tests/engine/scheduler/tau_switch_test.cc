@@ -48,7 +48,8 @@ struct Harness {
   }
   FinalEvent Run(GenerationRequest r, std::vector<StepEvent>* steps = nullptr) {
     auto sink = std::make_shared<CollectSink>();
-    REQUIRE(engine->Submit(std::move(r), sink).ok());
+    absl::StatusOr<RequestId> id = engine->Submit(std::move(r), sink);
+    REQUIRE(id.ok());
     FinalEvent final = sink->Wait();
     if (steps != nullptr) *steps = sink->steps();
     return final;
