@@ -196,7 +196,8 @@ def parse_metrics(text, protocol):
 # The server's own costs of a row, from /metrics: CPU seconds of the whole process and query
 # rows computed. Per output token they are what a shared machine does not distort (wall time
 # is).
-SERVER_COSTS = ("process_cpu_seconds_total", "dllm_rows_per_step_sum")
+SERVER_COSTS = ("process_cpu_seconds_total", "dllm_rows_per_step_sum",
+                "dllm_requests_tau_switched_total")
 
 
 # An HTTP error's "code" -> the gRPC code name the server counts it under
@@ -230,10 +231,10 @@ class HttpTransport:
 
     protocol = "http"
 
-    def __init__(self, address, token, model, timeout_s):
+    def __init__(self, address, token, model, timeout_s, deadline_ms=None):
         self.host, _, port = address.rpartition(":")
         self.port = int(port)
-        self.token, self.timeout_s = token, timeout_s
+        self.token, self.timeout_s, self.deadline_ms = token, timeout_s, deadline_ms
         self.local = threading.local()
         self.model = model or self.served_model()
 
@@ -270,6 +271,8 @@ class HttpTransport:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
+        if self.deadline_ms:
+            headers["X-Request-Timeout-Ms"] = str(self.deadline_ms)
         data = json.dumps(body)
         for attempt in (0, 1):
             conn = self.connection(fresh=attempt > 0)
@@ -317,7 +320,7 @@ class GrpcTransport:
     protocol = "grpc"
     ENUM_PREFIX = {"schedule": "SCHEDULE_", "remasking": "REMASKING_", "policy": "CACHE_POLICY_"}
 
-    def __init__(self, address, token, model, timeout_s):
+    def __init__(self, address, token, model, timeout_s, deadline_ms=None):
         import grpc
         out = tempfile.mkdtemp(prefix="dllm-serve-stubs-")
         atexit.register(shutil.rmtree, out, ignore_errors=True)
@@ -330,7 +333,9 @@ class GrpcTransport:
         self.grpc, self.pb, self.json_format = grpc, dllm_pb2, json_format
         self.stub = dllm_pb2_grpc.DiffusionLMStub(grpc.insecure_channel(address))
         self.metadata = [("authorization", "Bearer " + token)] if token else []
-        self.timeout_s = timeout_s
+        # The call's deadline: --deadline-ms when given (the server's SLO-aware admission and
+        # tau see it), else the client's patience.
+        self.timeout_s = deadline_ms / 1e3 if deadline_ms else timeout_s
 
     def options(self, message, values):
         values = {k: (self.ENUM_PREFIX[k] + str(v).upper() if k in self.ENUM_PREFIX else v)
@@ -463,7 +468,10 @@ def server_costs(start, end, results):
         return {"server_cpu_ms_per_token": None, "rows_per_token": None}
     cpu = end.get(SERVER_COSTS[0], 0.0) - start.get(SERVER_COSTS[0], 0.0)
     rows = end.get(SERVER_COSTS[1], 0.0) - start.get(SERVER_COSTS[1], 0.0)
-    return {"server_cpu_ms_per_token": 1e3 * cpu / tokens, "rows_per_token": rows / tokens}
+    # Requests that ran part of their decoding at their tau under load (SLO-aware tau).
+    switched = end.get(SERVER_COSTS[2], 0.0) - start.get(SERVER_COSTS[2], 0.0)
+    return {"server_cpu_ms_per_token": 1e3 * cpu / tokens, "rows_per_token": rows / tokens,
+            "tau_switched": int(switched)}
 
 
 def run_row(args, transport, tasks, settings, mode, value):
@@ -492,6 +500,8 @@ def run_row(args, transport, tasks, settings, mode, value):
            "settings": [label for label, _ in settings], "slo_s": slo,
            **row_metrics(results, wall, slo),
            "generator_cpu_share": generator_cpu / max(wall, 1e-9)}
+    if args.deadline_ms:
+        row["deadline_ms"] = args.deadline_ms
     if len(settings) > 1:
         row["per_setting"] = {label: row_metrics([r for r in results if r["setting"] == label],
                                                  wall, slo) for label, _ in settings}
@@ -572,6 +582,9 @@ def main(argv=None):
     ap.add_argument("--slo", default="", help="ttft:MS,tpot:MS,e2el:MS (goodput)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600, help="per request, seconds")
+    ap.add_argument("--deadline-ms", type=int, default=0,
+                    help="each request's deadline for the server (HTTP X-Request-Timeout-Ms, "
+                    "gRPC timeout): late ones are refused at arrival or expire; 0: none")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     args = ap.parse_args(argv)
     try:
@@ -586,9 +599,11 @@ def main(argv=None):
     if not tasks:
         ap.error("no tasks in %s" % args.workload)
     if args.http:
-        transport = HttpTransport(args.http, args.token, args.model, args.timeout)
+        transport = HttpTransport(args.http, args.token, args.model, args.timeout,
+                                  args.deadline_ms)
     else:
-        transport = GrpcTransport(args.grpc, args.token, args.model, args.timeout)
+        transport = GrpcTransport(args.grpc, args.token, args.model, args.timeout,
+                                  args.deadline_ms)
     rows, mismatched = [], False
     for value in sweep[1]:
         row = run_row(args, transport, tasks, settings, sweep[0], value)

@@ -82,6 +82,23 @@ def open_table(rows):
                   "correct goodput", "E2EL p50 / p99 ms"], body)
 
 
+def deadline_table(rows):
+    """Open-loop rows with and without per-request deadlines (serve.py --deadline-ms): what
+    admission refused, what expired, how many requests switched tau (SLO-aware tau)."""
+    def status(r, name):
+        return r["by_status"].get(name, 0)
+    body = [[r["settings"][0], "%d ms" % r["deadline_ms"] if r.get("deadline_ms") else "none",
+             fmt(r["rate"], 2),
+             "%d / %d" % (status(r, "RESOURCE_EXHAUSTED"), status(r, "DEADLINE_EXCEEDED")),
+             str(r.get("tau_switched", "-")), "%d/%d" % (status(r, "OK"), r["requests"]),
+             fmt(r["accuracy"], 3), fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
+             "%s / %s" % (fmt(r["e2el_ms"]["median"], 0), fmt(r["e2el_ms"]["p99"], 0)),
+             fmt(r.get("rows_per_token"), 1)] for r in rows]
+    return table(["setting", "deadline", "offered req/s", "refused / expired", "tau switched",
+                  "ok/requests", "accuracy", "SLO attainment", "correct goodput",
+                  "E2EL p50 / p99 ms", "rows/token"], body)
+
+
 def mixed_table(row):
     body = []
     for setting, m in row["per_setting"].items():
@@ -189,6 +206,9 @@ def report(path):
     closed = [r for r in rows if r["phase"] == "closed"]
     opened = [r for r in rows if r["phase"] == "open"]
     mixed = [r for r in rows if r["phase"] == "mixed"]
+    deadlines = [r for r in rows if r["phase"] == "deadline"]
+    if deadlines:
+        out += deadline_table(deadlines) + [""]
     if closed:
         out += closed_table(closed) + [""] + saturation_table(closed) + [""]
     if opened:

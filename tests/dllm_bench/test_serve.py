@@ -38,6 +38,7 @@ class ScriptedServer:
 
     def __init__(self):
         self.counts = {}
+        self.deadlines = []  # each POST's X-Request-Timeout-Ms (None: absent)
         self.lock = threading.Lock()
         outer = self
 
@@ -72,6 +73,10 @@ class ScriptedServer:
                     ok = counts.get("OK", 0)
                     lines.append("process_cpu_seconds_total %g" % (CPU_S_PER_REQUEST * ok))
                     lines.append("dllm_rows_per_step_sum %d" % (ROWS_PER_REQUEST * ok))
+                    # As if every request with a deadline switched its tau.
+                    with outer.lock:
+                        switched = sum(1 for d in outer.deadlines if d is not None)
+                    lines.append("dllm_requests_tau_switched_total %d" % switched)
                     self.reply(200, "\n".join(lines) + "\n", "text/plain")
                 else:
                     self.reply(404, "{}")
@@ -84,6 +89,8 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 assert body["model"] == "scripted" and body["stream"], body
                 prompt = body["messages"][0]["content"]
+                with outer.lock:
+                    outer.deadlines.append(self.headers.get("X-Request-Timeout-Ms"))
                 if prompt == "fail":
                     self.count("INTERNAL")
                     return self.reply(500, json.dumps({"error": {"code": "internal"}}))
@@ -233,6 +240,21 @@ class ServeBenchTest(unittest.TestCase):
         self.assertEqual(paced["by_status"], {"OK": 40})
         self.assertEqual(burst["by_status"], {"OK": 40})
         self.assertTrue(paced["counts_match"] and burst["counts_match"])
+
+    def test_deadlines_are_sent_and_switches_read(self):
+        """--deadline-ms sends every request's deadline as X-Request-Timeout-Ms, the row
+        records it, and tau_switched is the server's counter's growth over the row."""
+        tasks = [{"prompt": "a", "answer": "12 34 56"}]
+        rc, rows = self.run_bench(tasks, "--requests", "4", "--concurrency", "2")
+        self.assertEqual(rc, 0, rows)
+        self.assertNotIn("deadline_ms", rows[0])
+        self.assertEqual(rows[0]["tau_switched"], 0)
+        rc, rows = self.run_bench(tasks, "--requests", "5", "--concurrency", "2",
+                                  "--deadline-ms", "1500")
+        self.assertEqual(rc, 0, rows)
+        self.assertEqual(rows[0]["deadline_ms"], 1500)
+        self.assertEqual(rows[0]["tau_switched"], 5)
+        self.assertEqual(self.server.deadlines, [None] * 4 + ["1500"] * 5)
 
     def test_a_server_miscount_fails_the_run(self):
         rc, rows = self.run_bench([{"prompt": "miscount", "answer": ""}], "--requests", "3",
