@@ -28,7 +28,9 @@
 // the step events report it. Nothing switches before the forecast has measurements.
 //
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
-// effect before the next step. A sequence's tokens depend only on its own request and seed.
+// effect before the next step. A sequence's tokens depend only on its own request and seed,
+// except when SLO-aware tau switches it: then also on the step it switched at, which the
+// load decides (and SequenceStats::tau_switch_step reports).
 //
 // Thread-safety: Enqueue, Cancel and Drain are thread-safe; sinks and the observer are
 // called on the worker thread only, never with the queue lock held.
