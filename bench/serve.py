@@ -195,7 +195,7 @@ def parse_metrics(text, protocol):
 
 # The server's own costs of a row, from /metrics: CPU seconds of the whole process and query
 # rows computed. Per output token they are what a shared machine does not distort (wall time
-# is).
+# is). Also read: the requests that switched their tau under load.
 SERVER_COSTS = ("process_cpu_seconds_total", "dllm_rows_per_step_sum",
                 "dllm_requests_tau_switched_total")
 
@@ -463,15 +463,14 @@ def check_counts(args, transport, before, sent):
 def server_costs(start, end, results):
     """The server's CPU milliseconds and rows per output token of the OK requests, between
     two scrapes' cost counters."""
+    grew = {name: end.get(name, 0.0) - start.get(name, 0.0) for name in SERVER_COSTS}
+    # Requests that ran part of their decoding at their tau under load (SLO-aware tau).
+    switched = int(grew["dllm_requests_tau_switched_total"])
     tokens = sum(r["output_tokens"] for r in results if r["status"] == "OK")
     if not tokens:
-        return {"server_cpu_ms_per_token": None, "rows_per_token": None}
-    cpu = end.get(SERVER_COSTS[0], 0.0) - start.get(SERVER_COSTS[0], 0.0)
-    rows = end.get(SERVER_COSTS[1], 0.0) - start.get(SERVER_COSTS[1], 0.0)
-    # Requests that ran part of their decoding at their tau under load (SLO-aware tau).
-    switched = end.get(SERVER_COSTS[2], 0.0) - start.get(SERVER_COSTS[2], 0.0)
-    return {"server_cpu_ms_per_token": 1e3 * cpu / tokens, "rows_per_token": rows / tokens,
-            "tau_switched": int(switched)}
+        return {"server_cpu_ms_per_token": None, "rows_per_token": None, "tau_switched": switched}
+    return {"server_cpu_ms_per_token": 1e3 * grew["process_cpu_seconds_total"] / tokens,
+            "rows_per_token": grew["dllm_rows_per_step_sum"] / tokens, "tau_switched": switched}
 
 
 def run_row(args, transport, tasks, settings, mode, value):

@@ -583,8 +583,9 @@ const ParamValue* ParamOverrides::Find(const ParamField& field) const {
 
 void ParamOverrides::ApplyTo(DecodingParams* decoding, CacheParams* cache) const {
   for (const auto& [f, v] : values_) f->set(v, decoding, cache);
-  const ParamField* tau = FindParamField(ParamSection::kCache, "entropy_threshold");
-  const ParamField* tau_under_load =
+  // Looked up once: ApplyTo runs for every request.
+  static const ParamField* const tau = FindParamField(ParamSection::kCache, "entropy_threshold");
+  static const ParamField* const tau_under_load =
       FindParamField(ParamSection::kCache, "entropy_threshold_under_load");
   if (Find(*tau) != nullptr && Find(*tau_under_load) == nullptr) {
     cache->entropy_threshold_under_load.reset();

@@ -320,7 +320,9 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   event.rows = planned_rows_;
   event.max_committed_entropy = last_step_entropy_;
   const CacheParams& cache = pending_.request.cache;
-  const bool under_load = stats_.tau_switch_step >= 0 && stats_.tau_switch_step <= step;
+  // A switch takes effect between steps (the worker's, after ApplyStep), so a switched
+  // sequence planned this step with its tau under load.
+  const bool under_load = stats_.tau_switch_step >= 0;
   event.tau_nats =
       cache.policy == CachePolicyKind::kEntropy
           ? (under_load ? *cache.entropy_threshold_under_load : cache.entropy_threshold) *

@@ -246,6 +246,22 @@ class SimulatorTest(unittest.TestCase):
             self.sweep_rows("--admission", "drop", "--deadline", "1")
         self.assertIn("none, refuse, expire", str(e.exception))
 
+    def test_sweep_slack_ratios(self):
+        # SLO-aware tau: a setting with a tau under load runs once per slack ratio in each
+        # mode with deadlines, and the row counts the requests that switched. One slot, 10 ms
+        # per step, 10 s deadlines: at ratio 1000 every request with more than one step left
+        # behind a finished one is at risk; at ratio 0 none switches; without deadlines none
+        # can, and the row has no ratio.
+        fast = self.profile({"rows_seconds": [[0, 0.01]]})
+        rows = self.sweep_rows("--profile", fast, "--requests", "8", "--rates", "4",
+                               "--batches", "1", "--settings", "entropy-slack", "--deadline", "10",
+                               "--admission", "none,refuse", "--slack-ratios", "0,1000")
+        self.assertEqual([(r["admission"], r.get("tau_switch_slack_ratio")) for r in rows],
+                         [("none", None), ("refuse", 0.0), ("refuse", 1000.0)])
+        self.assertNotIn("tau_switched", rows[0])
+        self.assertEqual(rows[1]["tau_switched"], 0)
+        self.assertGreater(rows[2]["tau_switched"], 0)
+
     def test_validate_reuses_the_real_runs(self):
         # A refitted profile is validated against an earlier validation's in-process
         # real-time runs of the same point, without running them again.
