@@ -56,11 +56,16 @@ TEST_CASE("virtual time: request timings and deadlines follow the engine's clock
   VirtualClock clock;
   constexpr double kStepS = 0.25;
   int passes = 0;
+  // Virtual time stands still until both requests are submitted: otherwise a worker that
+  // runs ahead of this thread (a loaded machine) could finish the first request before the
+  // second one is submitted, at a later virtual time.
+  absl::Notification submitted;
   auto executor = std::make_unique<StepCostExecutor>(
       std::make_unique<testing::FakeExecutor>(int64_t{1} << 30, testing::ScriptedRow), 1,
       [&](const StepCost&, const StepCost& pass) {
         CHECK(pass.sequences == 1);
         ++passes;
+        submitted.WaitForNotification();
         clock.Set(clock.elapsed_s() + kStepS);
       });
   EngineOptions options;
@@ -75,8 +80,11 @@ TEST_CASE("virtual time: request timings and deadlines follow the engine's clock
   // Deadline 2.6 s: checked before each step, which start at 2.0 + 0.25 k once the first
   // request is done; the step starting at 2.75 s (the fourth) is not run.
   auto cut = std::make_shared<testing::CollectSink>();
-  REQUIRE((*engine)->Submit(Request(absl::InfiniteFuture()), whole).ok());
-  REQUIRE((*engine)->Submit(Request(clock.Now() + absl::Milliseconds(2600)), cut).ok());
+  const bool whole_ok = (*engine)->Submit(Request(absl::InfiniteFuture()), whole).ok();
+  const bool cut_ok = (*engine)->Submit(Request(clock.Now() + absl::Milliseconds(2600)), cut).ok();
+  submitted.Notify();  // before any REQUIRE: a parked worker would hang the engine's teardown
+  REQUIRE(whole_ok);
+  REQUIRE(cut_ok);
 
   const FinalEvent a = whole->Wait();
   REQUIRE(a.status.ok());
