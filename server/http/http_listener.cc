@@ -186,13 +186,13 @@ class HttpListener::Impl {
   void OnAccept(const error_code& ec, tcp::socket socket);
   void Adopt(tcp::socket socket);
   // Under mu_: the oldest connection that has not received a whole request and is not
-  // already being evicted, or null.
+  // already being evicted, or null. The caller must release the result after mu_.
   std::shared_ptr<ConnectionBase> EvictionCandidate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::shared_ptr<ConnectionBase>> Live() {
     std::vector<std::shared_ptr<ConnectionBase>> out;
     absl::MutexLock lock(&mu_);
     for (const auto& entry : connections_) {
-      if (auto c = entry.second.lock()) out.push_back(std::move(c));
+      if (auto c = entry.second.owner.lock()) out.push_back(std::move(c));
     }
     return out;
   }
@@ -200,8 +200,7 @@ class HttpListener::Impl {
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(
         absl::Condition(
-            +[](std::map<uint64_t, std::weak_ptr<ConnectionBase>>* c) { return c->empty(); },
-            &connections_),
+            +[](std::map<uint64_t, Registered>* c) { return c->empty(); }, &connections_),
         timeout);
   }
   void Log(std::string_view event, std::string_view detail) const {
@@ -213,8 +212,16 @@ class HttpListener::Impl {
   int port_ = 0;
 
   mutable absl::Mutex mu_;
+  // A connection while it is open. `connection` stays valid while the entry exists: the
+  // destructor erases it (Unregister, under mu_) before the object goes. Code under mu_
+  // reads through `connection` and must not take a reference it could be the last to drop:
+  // that drop would run the destructor, which takes mu_ again.
+  struct Registered {
+    ConnectionBase* connection;
+    std::weak_ptr<ConnectionBase> owner;
+  };
   // By accept order, so that the oldest is found first.
-  std::map<uint64_t, std::weak_ptr<ConnectionBase>> connections_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Registered> connections_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
   size_t evicting_ ABSL_GUARDED_BY(mu_) = 0;  // evicted, still open: not counted at the cap
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
@@ -881,7 +888,7 @@ void HttpListener::Impl::Adopt(tcp::socket socket) {
       }
       connection->sequence = next_sequence_++;
       connection->peer = peer;
-      connections_.emplace(connection->sequence, connection);
+      connections_.emplace(connection->sequence, Registered{connection.get(), connection});
       ++connections_per_peer_[peer];
     }
   }
@@ -917,8 +924,10 @@ void HttpListener::Impl::Adopt(tcp::socket socket) {
 
 std::shared_ptr<ConnectionBase> HttpListener::Impl::EvictionCandidate() {
   for (const auto& entry : connections_) {
-    std::shared_ptr<ConnectionBase> c = entry.second.lock();
-    if (c != nullptr && !c->evicted && !c->received_request.load()) return c;
+    const ConnectionBase& c = *entry.second.connection;
+    if (c.evicted || c.received_request.load()) continue;
+    // Null when its last owner is already gone (its destructor waits for mu_): skip it.
+    if (std::shared_ptr<ConnectionBase> owner = entry.second.owner.lock()) return owner;
   }
   return nullptr;
 }

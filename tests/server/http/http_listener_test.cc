@@ -436,6 +436,33 @@ TEST_CASE("http listener: when full, the oldest connection without a request mak
   CHECK(counters.accepted == 5);
 }
 
+TEST_CASE("http listener: a flood at the cap evicts while evicted connections close") {
+  // Each new connection at the cap looks for the oldest without a request while the ones it
+  // evicted close on other threads. The search took a reference to each connection it
+  // passed; when it held the last one, the connection's destructor unregistered it under
+  // the lock the search held: the listener died on a self-deadlock (one run in twenty of
+  // the HTTP slow-connections test).
+  HttpListenerOptions options;
+  options.max_connections = 4;
+  options.threads = 4;
+  Fixture f(options);
+  std::vector<std::unique_ptr<Client>> flood;
+  for (int i = 0; i < 3000; ++i) {
+    flood.push_back(std::make_unique<Client>(f.port()));
+    if (flood.size() > 16) flood.erase(flood.begin());  // also close some from this side
+    if (i % 100 == 0) {
+      Client user(f.port());
+      user.Send("GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+      REQUIRE(Body(user.ReadResponse()) == "GET /now ");
+    }
+  }
+  flood.clear();
+  Client last(f.port());
+  last.Send("GET /last HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(Body(last.ReadResponse()) == "GET /last ");
+  CHECK(f.listener->counters().evicted > 1000);
+}
+
 TEST_CASE("http listener: max_connections_per_peer caps one client address, not others") {
   HttpListenerOptions options;
   options.max_connections_per_peer = 2;
