@@ -30,6 +30,13 @@ namespace dllm {
 // EntropyCache τ autotuning (engine/scheduler/shadow/tau_controller.h): keeps the shadow
 // steps' token-mismatch rate (ShadowSample::token_mismatch) under a budget by scaling every
 // request's τ. Needs shadow samples (ShadowOptions::sample_rate > 0).
+//
+// The same budget holds the steps of requests switched to their τ under load
+// (engine/scheduler/worker.h) by a controller of their own, fed only by their samples: its
+// scale, at most 1, lowers the τ under load, as far back as the request's own τ
+// (TauUnderLoad in engine/decoding/cache_policy.h). The other controller sees only the
+// samples of steps at a request's own τ, so a switch under load never loosens the τ of
+// requests with slack.
 struct TauAutotuneOptions {
   bool enabled = false;
   double mismatch_budget = 0.05;  // ceiling of the token-mismatch rate, in (0, 1)
@@ -49,8 +56,10 @@ absl::Status ValidateTauAutotuneOptions(const TauAutotuneOptions& options,
 struct ShadowOptions {
   // Fraction of partial steps checked by a shadow full forward (cache.shadow_sample_rate), in
   // [0, 1]; 0 = off. A request's CacheParams::shadow_sample_rate overrides it for that request.
-  // At most one shadow per engine step, none while requests wait in the queue, and only with
-  // an EngineOptions::observer to report to.
+  // At most one shadow per engine step and only with an EngineOptions::observer to report to.
+  // While requests wait in the queue, only the steps of sequences switched to their τ under
+  // load are shadowed: their quality is what the budget watches under load, and the time
+  // cap below bounds what it costs.
   float sample_rate = 0.0f;
   // Cap on shadow time as a fraction of the engine's own step time (> 0; infinity: none).
   // A drawn shadow is skipped while earlier ones have used up the budget
@@ -114,7 +123,10 @@ struct ShadowSample {
   KvDrift drift[kShadowRegions];                               // all layers
   KvDrift drift_by_group[kShadowRegions][kShadowLayerGroups];  // first/middle/last third
   double seconds = 0;  // the shadow forward plus the comparison
-  // The τ scale in effect after this sample (TauAutotuneOptions; 1 when autotuning is off).
+  // The shadowed step was planned at the request's τ under load (its request had switched).
+  bool under_load = false;
+  // The τ scale in effect after this sample (TauAutotuneOptions; 1 when autotuning is off):
+  // of the controller it fed, the one of switched steps when `under_load`.
   double tau_scale = 1;
 };
 

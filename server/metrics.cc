@@ -110,6 +110,15 @@ ServerMetrics::ServerMetrics()
                                   "Partial steps checked against a shadow full forward")),
       tau_scale_(MakeGauge(*registry_, "dllm_cache_tau_scale",
                            "Factor on every EntropyCache tau (cache.autotune; 1 when off)")),
+      shadow_samples_under_load_(
+          MakeCounter(*registry_, "dllm_cache_shadow_samples_under_load_total",
+                      "Shadow samples of steps switched to their tau under load")),
+      shadow_token_mismatches_under_load_(
+          MakeCounter(*registry_, "dllm_cache_shadow_token_mismatch_under_load_total",
+                      "Token mismatches among the shadow samples of switched steps")),
+      load_tau_scale_(MakeGauge(*registry_, "dllm_cache_load_tau_scale",
+                                "Factor (<= 1) on the tau under load of switched requests "
+                                "(cache.autotune's budget on their steps; 1 when off)")),
       shadow_mismatches_(
           MakeCounter(*registry_, "dllm_cache_shadow_decision_mismatch_total",
                       "Shadow samples whose committed tokens would differ under a full step")),
@@ -146,6 +155,7 @@ ServerMetrics::ServerMetrics()
     }
   }
   tau_scale_.Set(1);  // every tau as configured until the autotuner says otherwise
+  load_tau_scale_.Set(1);
 }
 
 void ServerMetrics::CountRequest(const std::string& status_code_name, const std::string& protocol) {
@@ -210,7 +220,13 @@ void ServerMetrics::OnRequestDone(const GenerationRequest& request, const FinalE
 
 void ServerMetrics::OnShadowSample(const ShadowSample& sample) {
   shadow_samples_.Increment();
-  tau_scale_.Set(sample.tau_scale);
+  if (sample.under_load) {
+    shadow_samples_under_load_.Increment();
+    if (sample.token_mismatch) shadow_token_mismatches_under_load_.Increment();
+    load_tau_scale_.Set(sample.tau_scale);
+  } else {
+    tau_scale_.Set(sample.tau_scale);
+  }
   if (sample.decision_mismatch) shadow_mismatches_.Increment();
   if (sample.token_mismatch) shadow_token_mismatches_.Increment();
   shadow_seconds_.Increment(sample.seconds);

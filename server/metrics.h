@@ -51,6 +51,11 @@
 //   dllm_cache_shadow_seconds_total        counter: time spent in shadow forwards
 //   dllm_cache_tau_scale                   gauge: factor on every EntropyCache tau (1 unless
 //                                          cache.autotune is on; set at each shadow sample)
+//   dllm_cache_shadow_samples_under_load_total         counter: the samples of steps switched
+//   dllm_cache_shadow_token_mismatch_under_load_total  to a tau under load, and their token
+//                                          mismatches (subsets of the two above)
+//   dllm_cache_load_tau_scale              gauge: factor on the tau under load, at most 1
+//                                          (cache.autotune's budget on switched steps)
 // plus the process_* series of ProcessMetrics (server/process_metrics.h) on the /metrics endpoint
 // (server/http/metrics_endpoint.h).
 //
@@ -126,6 +131,9 @@ class ServerMetrics : public EngineObserver {
   prometheus::Counter& step_seconds_;
   prometheus::Counter& shadow_samples_;
   prometheus::Gauge& tau_scale_;
+  prometheus::Counter& shadow_samples_under_load_;
+  prometheus::Counter& shadow_token_mismatches_under_load_;
+  prometheus::Gauge& load_tau_scale_;
   prometheus::Counter& shadow_mismatches_;
   prometheus::Counter& shadow_token_mismatches_;
   prometheus::Counter& shadow_seconds_;

@@ -102,7 +102,8 @@ class EntropyPolicy final : public RecentKPolicy {
         tau_(params.entropy_threshold),
         tau_under_load_(params.entropy_threshold_under_load.value_or(params.entropy_threshold)) {}
   StepPlan Plan(const PlanInput& input) override {
-    const float tau = input.under_load ? tau_under_load_ : tau_;
+    const float tau =
+        input.under_load ? TauUnderLoad(tau_, tau_under_load_, input.load_tau_scale) : tau_;
     if (first_ || max_entropy_ > tau * input.tau_scale) return StepPlan{true, {}};
     return Partial(input);
   }
@@ -154,6 +155,10 @@ class BlockRefreshPolicy final : public CachePolicy {
 };
 
 }  // namespace
+
+float TauUnderLoad(float tau, float tau_under_load, float load_tau_scale) {
+  return std::max(tau_under_load * load_tau_scale, std::min(tau, tau_under_load));
+}
 
 int64_t PolicyStateBytes(const CacheParams& params, int num_layers, int positions) {
   const int64_t maps_bytes =

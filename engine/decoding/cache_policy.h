@@ -68,7 +68,16 @@ struct PlanInput {
   // The worker switched the sequence to its tau under load (cache.entropy_threshold_under_load;
   // entropy only: engine/scheduler/worker.h). Any step may be the first with it set.
   bool under_load = false;
+  // In (0, 1]: the switch's quality budget (ShadowSteps::load_tau_scale), see TauUnderLoad.
+  float load_tau_scale = 1.0f;
 };
+
+// The τ a switched EntropyCache sequence plans with, before PlanInput::tau_scale: its τ under
+// load times `load_tau_scale` (in (0, 1]), which the quality budget lowers while switched
+// steps commit tokens a full step would not. The budget can take the switch back down to the
+// request's own τ, never past it: the result is at least min(tau, tau_under_load). (An
+// infinite τ under load stays infinite: no scale brings it back.)
+float TauUnderLoad(float tau, float tau_under_load, float load_tau_scale);
 
 struct StepPlan {
   bool full = true;

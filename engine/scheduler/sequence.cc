@@ -122,7 +122,7 @@ void Sequence::SwitchTauUnderLoad() {
   if (can_switch_tau()) stats_.tau_switch_step = decoder_.step();
 }
 
-SequenceStep Sequence::PlanStep(float tau_scale) {
+SequenceStep Sequence::PlanStep(float tau_scale, float load_tau_scale) {
   const auto start = std::chrono::steady_clock::now();
   PlanInput input;
   input.step = decoder_.step();
@@ -139,8 +139,10 @@ SequenceStep Sequence::PlanStep(float tau_scale) {
                            : decoder_.gen_length();
   input.decided = decoder_.decided_flags();
   input.tau_scale = tau_scale;
-  input.under_load = stats_.tau_switch_step >= 0;
+  input.under_load = tau_switched();
+  input.load_tau_scale = load_tau_scale;
   plan_tau_scale_ = tau_scale;
+  plan_load_tau_scale_ = load_tau_scale;
   plan_block_begin_ = input.block_begin;
   plan_block_end_ = input.block_end;
   plan_ = policy_->Plan(input);
@@ -322,10 +324,12 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   const CacheParams& cache = pending_.request.cache;
   // A switch takes effect between steps (the worker's, after ApplyStep), so a switched
   // sequence planned this step with its tau under load.
-  const bool under_load = stats_.tau_switch_step >= 0;
   event.tau_nats =
       cache.policy == CachePolicyKind::kEntropy
-          ? (under_load ? *cache.entropy_threshold_under_load : cache.entropy_threshold) *
+          ? (tau_switched() ? TauUnderLoad(cache.entropy_threshold,
+                                           *cache.entropy_threshold_under_load,
+                                           plan_load_tau_scale_)
+                            : cache.entropy_threshold) *
                 plan_tau_scale_
           : std::numeric_limits<float>::quiet_NaN();
   event.window_begin = std::max(0, plan_block_begin_ - prompt);

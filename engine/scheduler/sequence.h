@@ -81,11 +81,15 @@ class Sequence {
   // From the coming step on, the policy's tau is cache.entropy_threshold_under_load
   // (SequenceStats::tau_switch_step records the step). No-op unless can_switch_tau().
   void SwitchTauUnderLoad();
+  // Whether it switched: its steps from then on are planned with its tau under load.
+  bool tau_switched() const { return stats_.tau_switch_step >= 0; }
 
   // Plans the coming step. The returned step's spans point into this sequence and stay
   // valid until ApplyStep.
-  // `tau_scale` (> 0) multiplies an EntropyCache τ (ShadowSteps::tau_scale).
-  SequenceStep PlanStep(float tau_scale);
+  // `tau_scale` (> 0) multiplies an EntropyCache τ (ShadowSteps::tau_scale); a switched
+  // sequence's τ under load is first scaled by `load_tau_scale` (in (0, 1],
+  // ShadowSteps::load_tau_scale; TauUnderLoad).
+  SequenceStep PlanStep(float tau_scale, float load_tau_scale);
   bool planned_full() const { return plan_.full; }
   KvHandle* kv() { return kv_.get(); }
 
@@ -138,6 +142,7 @@ class Sequence {
   double plan_seconds_ = 0;
   double forward_decision_seconds_ = 0;  // ObserveForward/ObserveRecompute and their maps
   float plan_tau_scale_ = 1.0f;
+  float plan_load_tau_scale_ = 1.0f;
   int32_t plan_block_begin_ = 0;  // the planned step's block/window, canvas positions
   int32_t plan_block_end_ = 0;
   Utf8Stream utf8_;

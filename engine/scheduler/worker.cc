@@ -283,7 +283,7 @@ void Worker::RunStepUnchecked() {
   batch.sequences.reserve(active_.size());
   handles.reserve(active_.size());
   for (auto& seq : active_) {
-    batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale()));
+    batch.sequences.push_back(seq->PlanStep(shadow_.tau_scale(), shadow_.load_tau_scale()));
     handles.push_back(seq->kv());
   }
   StepResult result;

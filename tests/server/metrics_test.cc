@@ -59,12 +59,16 @@ TEST_CASE("metrics: every contracted name is exported") {
                            "dllm_cache_shadow_max_prob_change",
                            "dllm_cache_shadow_kv_drift",
                            "dllm_cache_shadow_seconds_total",
-                           "dllm_cache_tau_scale"}) {
+                           "dllm_cache_tau_scale",
+                           "dllm_cache_shadow_samples_under_load_total",
+                           "dllm_cache_shadow_token_mismatch_under_load_total",
+                           "dllm_cache_load_tau_scale"}) {
     INFO(name);
     CHECK(text.find(std::string("# TYPE ") + name + " ") != std::string::npos);
   }
   CHECK(Sample(text, "dllm_requests_total{protocol=\"grpc\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
   CHECK(Sample(text, "dllm_cache_tau_scale") == 1);
+  CHECK(Sample(text, "dllm_cache_load_tau_scale") == 1);
   CHECK(Sample(text, "dllm_requests_total{protocol=\"http\",status=\"RESOURCE_EXHAUSTED\"}") == 0);
 }
 
@@ -161,6 +165,8 @@ TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   m.OnShadowSample(s);
   const std::string text = Scrape(m);
   CHECK(Sample(text, "dllm_cache_tau_scale") == Approx(0.8));
+  CHECK(Sample(text, "dllm_cache_load_tau_scale") == 1);
+  CHECK(Sample(text, "dllm_cache_shadow_samples_under_load_total") == 0);
   CHECK(Sample(text, "dllm_cache_shadow_samples_total") == 2);
   CHECK(Sample(text, "dllm_cache_shadow_decision_mismatch_total") == 1);
   CHECK(Sample(text, "dllm_cache_shadow_token_mismatch_total") == 1);
@@ -178,6 +184,18 @@ TEST_CASE("metrics: shadow samples feed the cache-quality series") {
   CHECK(Sample(text, "dllm_cache_shadow_kv_drift_count{layers=\"all\",region=\"decoded_old\"}") ==
         0);
   CHECK(Sample(text, "dllm_cache_shadow_kv_drift_count{layers=\"first\",region=\"prompt\"}") == 0);
+
+  // A sample of a switched step sets the scale under load, not the other, and counts apart.
+  s.under_load = true;
+  s.tau_scale = 0.5;
+  m.OnShadowSample(s);
+  const std::string after = Scrape(m);
+  CHECK(Sample(after, "dllm_cache_tau_scale") == Approx(0.8));
+  CHECK(Sample(after, "dllm_cache_load_tau_scale") == Approx(0.5));
+  CHECK(Sample(after, "dllm_cache_shadow_samples_total") == 3);
+  CHECK(Sample(after, "dllm_cache_shadow_samples_under_load_total") == 1);
+  CHECK(Sample(after, "dllm_cache_shadow_token_mismatch_total") == 2);
+  CHECK(Sample(after, "dllm_cache_shadow_token_mismatch_under_load_total") == 1);
 }
 
 TEST_CASE("metrics: refresh ratio covers only the last 256 sequence-steps") {

@@ -70,6 +70,13 @@ absl::StatusOr<ShadowSample> Measure(const Sequence& seq, const SequenceStep& st
   return sample;
 }
 
+// The switched steps' controller: the same budget, but it never loosens the τ under load
+// past what the request asked for.
+TauAutotuneOptions UnderLoad(TauAutotuneOptions options) {
+  options.max_scale = 1;
+  return options;
+}
+
 }  // namespace
 
 ShadowSteps::ShadowSteps(const ShadowOptions& options, EngineObserver* observer,
@@ -78,18 +85,25 @@ ShadowSteps::ShadowSteps(const ShadowOptions& options, EngineObserver* observer,
       observer_(observer),
       executor_(executor),
       tau_(options.tau_autotune),
+      load_tau_(UnderLoad(options.tau_autotune)),
       budget_(options.max_time_fraction) {}
 
 int ShadowSteps::Pick(std::span<const std::unique_ptr<Sequence>> sequences,
                       absl::FunctionRef<bool()> requests_waiting) {
   if (observer_ == nullptr || sequences.empty() || !budget_.allows()) return -1;
-  // Shadows are a luxury of idle capacity: never while someone waits for admission.
-  if (requests_waiting()) return -1;
+  // Shadows are a luxury of idle capacity: while someone waits for admission, only the
+  // switched sequences', which the switch's quality budget needs. Asked once, and only when
+  // a draw would run.
+  std::optional<bool> waiting;
   const size_t n = sequences.size();
   const size_t start = static_cast<size_t>(steps_ % n);
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (start + k) % n;
-    if (Drawn(*sequences[i], sample_rate_)) return static_cast<int>(i);
+    const Sequence& seq = *sequences[i];
+    if (!Drawn(seq, sample_rate_)) continue;
+    if (seq.tau_switched()) return static_cast<int>(i);
+    if (!waiting.has_value()) waiting = requests_waiting();
+    if (!*waiting) return static_cast<int>(i);
   }
   return -1;
 }
@@ -138,8 +152,10 @@ void ShadowSteps::RunShadow(const StepBatch& batch, std::span<KvHandle* const> k
   shadow_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - shadow_start).count();
   if (sample.has_value()) {
-    tau_.Observe(sample->token_mismatch);
-    sample->tau_scale = tau_.scale();
+    TauController& controller = sequence.tau_switched() ? load_tau_ : tau_;
+    controller.Observe(sample->token_mismatch);
+    sample->under_load = sequence.tau_switched();
+    sample->tau_scale = controller.scale();
     sample->seconds = shadow_seconds_;
     // Reported before the commits, so that it precedes the request's final event.
     if (observer_ != nullptr) observer_->OnShadowSample(*sample);

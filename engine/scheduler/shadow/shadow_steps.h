@@ -4,25 +4,30 @@
 // controller that learns from them (TauController).
 //
 // Per engine step the worker calls, in this order:
-//   tau_scale()  the factor on every EntropyCache τ for the step's plans;
+//   tau_scale()  the factor on every EntropyCache τ for the step's plans, and
+//   load_tau_scale()  the factor on the τ under load of switched sequences;
 //   Forward()    instead of StepExecutor::Run: the step's forward, plus its shadow when one
 //                is drawn, measured and reported before the worker commits anything;
 //   EndStep()    with the step's wall time: returns the step's own seconds (the shadow's
 //                left out) and charges both to the budget.
 //
-// Which step: when the observer is set, no request waits in the queue and the budget has
-// room, at most one sequence per step whose planned step is a partial step drawn at its rate
-// (the request's cache.shadow_sample_rate, else ShadowOptions::sample_rate). The draw is a
-// pure function of (request id, step) through the counter RNG (domain "shdw"), so it depends
-// on nothing else in the batch; the draws are scanned from a rotating start so that no
-// sequence is favoured. Skipping depends only on the queue and time already spent, never on
-// a step's content, so the samples that run stay a uniform draw of the partial steps.
+// Which step: when the observer is set and the budget has room, at most one sequence per step
+// whose planned step is a partial step drawn at its rate (the request's
+// cache.shadow_sample_rate, else ShadowOptions::sample_rate). While requests wait in the
+// queue only sequences switched to their τ under load are eligible (Sequence::tau_switched):
+// shadows are a luxury of idle capacity, except for the evidence the switch's quality budget
+// needs. The draw is a pure function of (request id, step) through the counter RNG (domain
+// "shdw"), so it depends on nothing else in the batch; the draws are scanned from a rotating
+// start so that no sequence is favoured. Skipping depends only on the queue, the switch and
+// time already spent, never on a step's content, so the samples that run stay a uniform draw
+// of the partial steps of their kind (switched or not).
 //
 // The shadow: the drawn sequence's logits are captured by the step's own forward
 // (StepExecutor::RunCapturingLogits, bitwise the same results as Run), then a full forward of
 // the same canvas runs into a scratch slab (StepExecutor::RunShadow) while the canvas is
-// still the one the step saw. The sample goes to TauController::Observe, then to
-// EngineObserver::OnShadowSample with the scale in effect after it. A shadow is observation
+// still the one the step saw. The sample goes to the τ controller of its kind (switched
+// steps have their own, capped at 1: shadow_sampling.h), then to
+// EngineObserver::OnShadowSample with that controller's scale after it. A shadow is observation
 // only: the step's results, hence its commits, are those it would have without it. A failing
 // shadow (no KV room for the scratch slab, an executor without shadow support) only costs
 // the sample, never the request.
@@ -58,6 +63,9 @@ class ShadowSteps {
   // The factor every EntropyCache τ is multiplied by in the coming step (1 unless τ
   // autotuning is on).
   float tau_scale() const { return tau_.scale(); }
+  // The factor on a switched sequence's τ under load in the coming step, in (0, 1]: 1 unless
+  // τ autotuning is on and switched steps exceeded the mismatch budget (TauUnderLoad).
+  float load_tau_scale() const { return load_tau_.scale(); }
 
   // The step's forward: `batch.sequences[i]` is the planned step of `sequences[i]` and
   // `kv[i]` its handle (same lengths), as for StepExecutor::Run; the sequences are only read.
@@ -87,7 +95,8 @@ class ShadowSteps {
   const float sample_rate_;  // for requests without their own rate
   EngineObserver* const observer_;
   StepExecutor* const executor_;
-  TauController tau_;
+  TauController tau_;       // fed by the samples of steps at a request's own τ
+  TauController load_tau_;  // fed by those of switched steps; its scale is at most 1
   ShadowBudget budget_;
   uint64_t steps_ = 0;         // steps run, rotates the scan for a drawn sequence
   double shadow_seconds_ = 0;  // the current step's shadow (0 when none ran)

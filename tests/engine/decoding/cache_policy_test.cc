@@ -79,6 +79,41 @@ TEST_CASE("Entropy policy compares E with tau times the engine's tau scale",
   CHECK_FALSE(scaled(2, 2.0f));  // 0.9 <= 1.0: a looser tau does not
 }
 
+TEST_CASE("TauUnderLoad: the budget's scale lowers the tau under load, never past tau",
+          "[decoding][cache_policy]") {
+  CHECK(TauUnderLoad(1.0f, 2.0f, 1.0f) == 2.0f);   // the switch as asked
+  CHECK(TauUnderLoad(1.0f, 2.0f, 0.75f) == 1.5f);  // partly taken back
+  CHECK(TauUnderLoad(1.0f, 2.0f, 0.25f) == 1.0f);  // all the way back: the request's own tau
+  // A tau under load below tau (stricter under load) is kept, and still never passed.
+  CHECK(TauUnderLoad(1.0f, 0.5f, 1.0f) == 0.5f);
+  CHECK(TauUnderLoad(1.0f, 0.5f, 0.5f) == 0.5f);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  CHECK(TauUnderLoad(-kInf, 8.0f, 0.5f) == 4.0f);
+  CHECK(TauUnderLoad(1.0f, kInf, 0.01f) == kInf);  // no scale brings infinity back
+}
+
+TEST_CASE("Entropy policy under load plans with TauUnderLoad, then the engine's tau scale",
+          "[decoding][cache_policy]") {
+  CacheParams params = testing::EntropyCache(0.5f, 2);
+  params.entropy_threshold_under_load = 2.0f;
+  auto policy = MakeCachePolicy(params, /*vocab_size=*/512);
+  const std::vector<int32_t> cand = {20, 21};
+  auto plan = [&](int step, bool under_load, float load_scale, float scale) {
+    PlanInput in = Input(step, cand);
+    in.under_load = under_load;
+    in.load_tau_scale = load_scale;
+    in.tau_scale = scale;
+    return policy->Plan(in).full;
+  };
+  CHECK(plan(0, true, 1.0f, 1.0f));  // the first step fills the cache
+  policy->Observe(0, Commits({{10, 1.2f}}));
+  CHECK(plan(1, false, 1.0f, 1.0f));        // 1.2 > 0.5
+  CHECK_FALSE(plan(1, true, 1.0f, 1.0f));   // 1.2 <= 2
+  CHECK(plan(1, true, 0.5f, 1.0f));         // 1.2 > 2 x 0.5
+  CHECK_FALSE(plan(1, true, 0.5f, 1.25f));  // 1.2 <= 1 x 1.25
+  CHECK(plan(1, true, 0.125f, 2.0f));       // 1.2 > max(0.25, 0.5) x 2
+}
+
 TEST_CASE("Entropy policy: a first step that commits nothing is followed by a partial one",
           "[decoding][cache_policy]") {
   // Dream's timestep schedule commits 0 tokens at step 0: step 0 filled the cache from the

@@ -6,7 +6,6 @@
 // them the forecast, depend only on the worker's reads, not on this machine's speed. tau -inf
 // makes every step full and a tau under load of +inf makes every later step partial, so the
 // statistics show exactly when a switch took effect.
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -15,6 +14,7 @@
 #include "engine/scheduler/completion_forecast.h"
 #include "tests/engine/scheduler/collect_sink.h"
 #include "tests/support/fake_executor.h"
+#include "tests/support/step_clock.h"
 
 namespace dllm {
 namespace {
@@ -23,16 +23,7 @@ using testing::CollectSink;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// A clock that advances 1 ms every time it is read.
-class StepClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    return absl::UnixEpoch() + absl::Milliseconds(reads_.fetch_add(1) + 1);
-  }
-
- private:
-  mutable std::atomic<int64_t> reads_{0};
-};
+using testing::StepClock;
 
 struct Harness {
   explicit Harness(double slack_ratio) {

@@ -16,6 +16,7 @@
 #include "tests/engine/decoding/entropy_cache_params.h"
 #include "tests/engine/scheduler/collect_sink.h"
 #include "tests/support/fake_executor.h"
+#include "tests/support/step_clock.h"
 
 namespace dllm {
 namespace {
@@ -359,6 +360,117 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
   auto plain = MakeEngine("llada_mha", 1.0f, &off, 8);
   RunAll(*plain, Mix());
   for (const auto& s : off.samples()) CHECK(s.tau_scale == 1.0);
+}
+
+TEST_CASE("Under load: switched steps are shadowed while requests wait, and their own "
+          "controller takes the switch back when they mismatch",
+          "[shadow][integration][autotune][slo_tau]") {
+  // One batch slot and a clock that moves 1 ms per read (the forecast depends on reads
+  // only). The first request has a deadline its forecast cannot meet at ratio 1000, so it
+  // switches at admission from tau -inf (every step full) to its tau under load, 100 nats
+  // (every step partial, k 0: a stale cache that mismatches). Its first commit submits two
+  // requests without deadlines, which wait for the slot.
+  testing::StepClock clock;
+  TauAutotuneOptions autotune;
+  autotune.enabled = true;
+  autotune.mismatch_budget = 0.001;
+  autotune.window_samples = 2;
+  autotune.step_factor = 10;  // tau under load 100, then 10, then 100 / 64 (min_scale)
+  RecordingObserver observer;
+  EngineOptions options;
+  options.model_dir = std::string(DLLM_TEST_DATA_DIR) + "/reference/llada_mha";
+  options.max_batch_sequences = 1;
+  options.kv_budget_bytes = 64 << 20;
+  options.cpu_threads = 1;
+  options.shadow.sample_rate = 1.0f;
+  options.shadow.tau_autotune = autotune;
+  options.observer = &observer;
+  options.tau_switch_slack_ratio = 1000;
+  options.clock = &clock;
+  auto created = Engine::Create(options);
+  INFO(created.status().ToString());
+  REQUIRE(created.ok());
+  Engine& engine = **created;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  auto request = [](const std::string& id, int tokens) {
+    GenerationRequest r;
+    r.id = id;
+    for (int j = 0; j < 7; ++j) r.prompt_ids.push_back(11 + 29 * j);
+    r.max_new_tokens = tokens;
+    r.decoding.schedule = Schedule::kWindow;
+    r.decoding.window = 4;
+    r.cache = testing::EntropyCache(-kInf, 0);
+    r.step_events = true;
+    return r;
+  };
+  // Measurements for the forecast (no deadline: never switches; all full: no shadows).
+  RunAll(engine, {request("warm", 8)});
+  REQUIRE(observer.samples().empty());
+
+  GenerationRequest at_risk = request("at_risk", 32);
+  at_risk.cache.entropy_threshold_under_load = 100.0f;
+  at_risk.deadline = clock.Now() + absl::Seconds(5);
+  GenerationRequest later = request("later", 16);
+  later.cache = testing::EntropyCache(kInf, 2);
+  GenerationRequest last = later;
+  last.id = "last";
+  auto first = std::make_shared<CollectSink>();
+  auto second = std::make_shared<CollectSink>();
+  auto third = std::make_shared<CollectSink>();
+  bool submitted = false;  // on the worker thread; read after first->Wait()
+  absl::Status submit_second, submit_third;
+  first->on_commit = [&](const CommitEvent&) {
+    if (submitted) return;
+    submitted = true;
+    submit_second = engine.Submit(later, second).status();
+    submit_third = engine.Submit(last, third).status();
+  };
+  REQUIRE(engine.Submit(at_risk, first).ok());
+  const FinalEvent f0 = first->Wait();
+  REQUIRE(submit_second.ok());
+  REQUIRE(submit_third.ok());
+  REQUIRE(second->Wait().status.ok());
+  REQUIRE(third->Wait().status.ok());
+  INFO(f0.status.ToString());
+  REQUIRE(f0.status.ok());
+  REQUIRE(f0.stats.tau_switch_step == 0);
+
+  // The switched request was shadowed although two requests waited all along; the second
+  // request, which ran while the third waited, was not.
+  const auto samples = observer.samples();
+  int switched = 0, switched_mismatches = 0;
+  TauAutotuneOptions capped = autotune;
+  capped.max_scale = 1;
+  TauController own(autotune), under_load(capped);
+  for (const auto& sample : samples) {
+    CHECK(sample.request_id != "later");
+    CHECK(sample.under_load == (sample.request_id == "at_risk"));
+    // Each sample fed the controller of its kind only: replicas agree after every sample.
+    TauController& replica = sample.under_load ? under_load : own;
+    replica.Observe(sample.token_mismatch);
+    CHECK(sample.tau_scale == Approx(replica.scale()));
+    if (sample.under_load) {
+      ++switched;
+      switched_mismatches += sample.token_mismatch ? 1 : 0;
+    }
+  }
+  INFO(switched_mismatches << " token mismatches in " << switched << " switched samples");
+  REQUIRE(switched_mismatches > 0);
+  REQUIRE(under_load.scale() < 1.0f);
+
+  // The switched request planned at 100 nats until the budget moved, then lower; never
+  // looser again (raising the scale takes evidence of a rate under half of 0.1%).
+  const std::vector<StepEvent> steps = first->steps();
+  REQUIRE(!steps.empty());
+  CHECK(steps.front().tau_nats == 100.0f);
+  float previous = 100.0f;
+  for (const StepEvent& e : steps) {
+    INFO("step " << e.step << ": tau " << e.tau_nats);
+    CHECK((e.tau_nats == 100.0f || e.tau_nats == 10.0f || e.tau_nats == 100.0f / 64));
+    CHECK(e.tau_nats <= previous);
+    previous = e.tau_nats;
+  }
+  CHECK(previous < 100.0f);
 }
 
 TEST_CASE("Tau autotuning needs shadow samples", "[shadow][autotune]") {
