@@ -150,6 +150,17 @@ def projection_table(rows):
     admission = any(r.get("admission", "none") != "none" for r in rows)
     # SLO-aware tau: requests that switched to their tau under load, at the row's slack ratio.
     switching = any("tau_switched" in r for r in rows)
+    # Its quality budget: rows with shadow samples (serve_sim.py --shadow-sample-rate).
+    shadowed = any("shadow" in r for r in rows)
+
+    def quality(r):
+        if "shadow" not in r:
+            return ["-", "-", "-"]
+        sh, budget = r["shadow"], r.get("mismatch_budget")
+        rate = sh["token_mismatch_rate_under_load"]
+        return ["%g%%" % (100 * budget) if budget else "off",
+                "-" if rate is None else "%.1f%% of %d" % (100 * rate, sh["samples_under_load"]),
+                fmt(r["mean_tau_nats"]["switched"], 2)]
 
     def switched(r):
         if "tau_switched" not in r:
@@ -167,6 +178,7 @@ def projection_table(rows):
             ([str(r.get("max_step_rows") or "-")] if budgets else []) +
             (admitted(r) if admission else []) +
             (switched(r) if switching else []) +
+            (quality(r) if shadowed else []) +
             ["%d/%d" % (r["by_status"].get("OK", 0), r["requests"]), fmt(r["accuracy"], 3),
              fmt(r["request_throughput"], 2), fmt(r["output_throughput"], 0),
              fmt(r["slo_attainment"], 2), fmt(r["correct_goodput"], 2),
@@ -177,6 +189,8 @@ def projection_table(rows):
     return table(["max batch", "setting", "offered req/s"] + (["row budget"] if budgets else []) +
                  (["deadline", "refused / expired"] if admission else []) +
                  (["tau switched"] if switching else []) +
+                 (["quality budget", "switched steps' token mismatches",
+                   "mean tau switched"] if shadowed else []) +
                  ["ok/requests", "accuracy", "served req/s", "out tok/s", "SLO attainment",
                   "correct goodput", "E2EL p50 / p99 ms", "step interval p50 / p99 ms",
                   "rows/token"], body)

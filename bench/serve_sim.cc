@@ -24,7 +24,10 @@
 //   {"index", "label", "status" (OK or the status code's name), "output_tokens", "text",
 //    "arrival_s", "chunks_s" (times of the commits that carried text), "steps_s" (the end of
 //    each of its steps), "end_s", "steps", "rows",
-//    "tau_switch_step" (SequenceStats::tau_switch_step; -1: never switched)}
+//    "tau_switch_step" (SequenceStats::tau_switch_step; -1: never switched),
+//    "mean_tau_nats" (mean EntropyCache tau of its steps; null for other policies),
+//    "shadow" {"samples", "token_mismatches", "samples_under_load",
+//    "token_mismatches_under_load"} (its shadow samples, --shadow-sample-rate)}
 // --steps-out (JSONL), one line per step: {"rows", "key_rows", "map_key_rows",
 //   "predicted_rows", "sequences", "full_sequences", "partial_sequences", "seconds" (measured
 //   wall time of the step), "virtual_seconds" (the profile's, with --profile)}.
@@ -32,9 +35,13 @@
 // Usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE]
 //          [--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0]
 //          [--kv-budget-bytes 1073741824] [--refuse-late-requests=false]
-//          [--tau-switch-slack-ratio 3]
+//          [--tau-switch-slack-ratio 3] [--shadow-sample-rate 0] [--mismatch-budget 0]
+// --shadow-sample-rate: cache.shadow_sample_rate; --mismatch-budget > 0 turns cache.autotune
+// on with that budget (0: off). A shadow forward is not charged to virtual time (it runs
+// outside the step's passes); a server caps it at cache.shadow_max_time_fraction.
 // Exit: 0 when every request ended (whatever its status), 2 on bad input, 1 otherwise.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -46,6 +53,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/latency_model.h"
@@ -69,6 +77,9 @@ ABSL_FLAG(int, threads, 0, "CPU threads (0: one per hardware thread)");
 ABSL_FLAG(int64_t, kv_budget_bytes, int64_t{1} << 30, "engine.kv_budget_bytes");
 ABSL_FLAG(bool, refuse_late_requests, true, "engine.refuse_late_requests (cost-aware admission)");
 ABSL_FLAG(double, tau_switch_slack_ratio, 3, "engine.tau_switch_slack_ratio (SLO-aware tau)");
+ABSL_FLAG(double, shadow_sample_rate, 0, "cache.shadow_sample_rate");
+ABSL_FLAG(double, mismatch_budget, 0,
+          "cache.autotune.mismatch_budget with autotune on (0: autotune off)");
 
 namespace dllm::bench {
 namespace {
@@ -79,6 +90,8 @@ struct Options {
   int64_t kv_budget_bytes = int64_t{1} << 30;
   bool refuse_late_requests = true;
   double tau_switch_slack_ratio = 3;
+  double shadow_sample_rate = 0;
+  double mismatch_budget = 0;
 };
 
 struct TimedRequest {
@@ -98,6 +111,9 @@ struct Result {
   int steps = 0;
   int64_t rows = 0;
   int tau_switch_step = -1;
+  double tau_sum = 0;              // EntropyCache tau of its steps, summed (NaN: another policy)
+  int shadow_samples[2] = {0, 0};  // [own tau, under load]
+  int shadow_token_mismatches[2] = {0, 0};  // the same split
 };
 
 // Sets `field`'s value in `decoding`/`cache` from a JSON scalar (numbers as written, strings
@@ -204,6 +220,11 @@ class Simulation final : public EngineObserver {
     eo.kv_budget_bytes = options_.kv_budget_bytes;
     eo.refuse_late_requests = options_.refuse_late_requests;
     eo.tau_switch_slack_ratio = options_.tau_switch_slack_ratio;
+    eo.shadow.sample_rate = static_cast<float>(options_.shadow_sample_rate);
+    eo.shadow.tau_autotune.enabled = options_.mismatch_budget > 0;
+    if (options_.mismatch_budget > 0) {
+      eo.shadow.tau_autotune.mismatch_budget = options_.mismatch_budget;
+    }
     eo.max_new_tokens_limit = 1 << 20;
     eo.observer = this;
     if (model_) eo.clock = &clock_;
@@ -236,18 +257,27 @@ class Simulation final : public EngineObserver {
   void Write(std::FILE* out) const {
     for (size_t i = 0; i < results_.size(); ++i) {
       const Result& r = results_[i];
-      nlohmann::json j = {{"index", i},
-                          {"label", requests_[i].label},
-                          {"status", r.status},
-                          {"output_tokens", r.output_tokens},
-                          {"text", r.text},
-                          {"arrival_s", requests_[i].arrival_s},
-                          {"chunks_s", r.chunks_s},
-                          {"steps_s", r.steps_s},
-                          {"end_s", r.end_s},
-                          {"steps", r.steps},
-                          {"rows", r.rows},
-                          {"tau_switch_step", r.tau_switch_step}};
+      nlohmann::json j = {
+          {"index", i},
+          {"label", requests_[i].label},
+          {"status", r.status},
+          {"output_tokens", r.output_tokens},
+          {"text", r.text},
+          {"arrival_s", requests_[i].arrival_s},
+          {"chunks_s", r.chunks_s},
+          {"steps_s", r.steps_s},
+          {"end_s", r.end_s},
+          {"steps", r.steps},
+          {"rows", r.rows},
+          {"tau_switch_step", r.tau_switch_step},
+          {"mean_tau_nats", r.steps > 0 && !std::isnan(r.tau_sum)
+                                ? nlohmann::json(r.tau_sum / r.steps)
+                                : nlohmann::json(nullptr)},
+          {"shadow",
+           {{"samples", r.shadow_samples[0] + r.shadow_samples[1]},
+            {"token_mismatches", r.shadow_token_mismatches[0] + r.shadow_token_mismatches[1]},
+            {"samples_under_load", r.shadow_samples[1]},
+            {"token_mismatches_under_load", r.shadow_token_mismatches[1]}}}};
       std::fprintf(out, "%s\n",
                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
@@ -279,6 +309,17 @@ class Simulation final : public EngineObserver {
     std::fprintf(steps_out_, "%s\n", j.dump().c_str());
   }
 
+  // EngineObserver: a shadow sample (worker thread, before its step's commits), counted for
+  // its request (ids are input indices).
+  void OnShadowSample(const ShadowSample& sample) override {
+    size_t index = 0;
+    if (!absl::SimpleAtoi(sample.request_id, &index) || index >= results_.size()) return;
+    Result& r = results_[index];
+    const int kind = sample.under_load ? 1 : 0;
+    ++r.shadow_samples[kind];
+    if (sample.token_mismatch) ++r.shadow_token_mismatches[kind];
+  }
+
  private:
   class Sink final : public EventSink {
    public:
@@ -286,8 +327,10 @@ class Simulation final : public EngineObserver {
     void OnCommit(const CommitEvent& event) override {
       if (!event.text_delta.empty()) sim_->results_[index_].chunks_s.push_back(sim_->now_s());
     }
-    void OnStep(const StepEvent&) override {
-      sim_->results_[index_].steps_s.push_back(sim_->now_s());
+    void OnStep(const StepEvent& event) override {
+      Result& r = sim_->results_[index_];
+      r.steps_s.push_back(sim_->now_s());
+      r.tau_sum += event.tau_nats;  // NaN for policies without a tau, and stays NaN
     }
     void OnFinal(const FinalEvent& event) override {
       Result& r = sim_->results_[index_];
@@ -433,7 +476,8 @@ int Run(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: dllm-serve-sim --model DIR --requests FILE --out FILE [--profile FILE] "
       "[--steps-out FILE] [--max-batch 8] [--queue-capacity 256] [--threads 0] "
-      "[--kv-budget-bytes N] [--refuse-late-requests=false] [--tau-switch-slack-ratio 3]\n";
+      "[--kv-budget-bytes N] [--refuse-late-requests=false] [--tau-switch-slack-ratio 3] "
+      "[--shadow-sample-rate 0] [--mismatch-budget 0]\n";
   Options o;
   bool help = false;
   const absl::Status st = dllm::cli::ParseFlags(
@@ -454,6 +498,8 @@ int Run(int argc, char** argv) {
         o.kv_budget_bytes = absl::GetFlag(FLAGS_kv_budget_bytes);
         o.refuse_late_requests = absl::GetFlag(FLAGS_refuse_late_requests);
         o.tau_switch_slack_ratio = absl::GetFlag(FLAGS_tau_switch_slack_ratio);
+        o.shadow_sample_rate = absl::GetFlag(FLAGS_shadow_sample_rate);
+        o.mismatch_budget = absl::GetFlag(FLAGS_mismatch_budget);
         if (help) return absl::OkStatus();
         for (const auto& [flag, value] :
              {std::pair<const char*, const std::string*>{"--model", &o.model_dir},

@@ -136,10 +136,11 @@ def fit_profile(steps, name, source):
 # ------------------------------------------------------------------ running dllm-serve-sim
 
 def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late=True,
-            slack_ratio=None):
+            slack_ratio=None, mismatch_budget=0):
     """dllm-serve-sim over `requests`; its per-request results, in order. refuse_late=False
     turns the engine's cost-aware admission off (requests with a deadline_s queue and
-    expire)."""
+    expire). Shadow samples at args.shadow_sample_rate (if set); mismatch_budget > 0 turns
+    cache.autotune on with it."""
     with tempfile.TemporaryDirectory(prefix="dllm-serve-sim-") as d:
         req_path, out_path = os.path.join(d, "requests.jsonl"), os.path.join(d, "out.jsonl")
         with open(req_path, "w") as f:
@@ -156,6 +157,10 @@ def run_sim(args, requests, max_batch, profile=None, steps_out=None, refuse_late
             cmd += ["--refuse-late-requests=false"]
         if slack_ratio is not None:
             cmd += ["--tau-switch-slack-ratio", str(slack_ratio)]
+        if getattr(args, "shadow_sample_rate", 0):
+            cmd += ["--shadow-sample-rate", str(args.shadow_sample_rate)]
+        if mismatch_budget:
+            cmd += ["--mismatch-budget", str(mismatch_budget)]
         subprocess.run(cmd, check=True)
         with open(out_path) as f:
             return [json.loads(line) for line in f if line.strip()]
@@ -295,14 +300,17 @@ def sweep(args):
             for rate in [float(r) for r in args.rates.split(",")]:
                 for mode in modes:
                     ratios = args.slack_ratio_list if switching and mode != "none" else [None]
-                    for ratio in ratios:
+                    # The switch's quality budget (cache.autotune) at each value, 0 = off.
+                    budgets = args.mismatch_budget_list if switching else [0]
+                    for ratio, budget in [(r, b) for r in ratios for b in budgets]:
                         reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
                                               args.burstiness, args.seed, serve_sweep.GEN)
                         if mode != "none":
                             for q in reqs:
                                 q["deadline_s"] = args.deadline
                         results = run_sim(args, reqs, batch, profile=args.profile,
-                                          refuse_late=mode != "expire", slack_ratio=ratio)
+                                          refuse_late=mode != "expire", slack_ratio=ratio,
+                                          mismatch_budget=budget)
                         row = sim_row(reqs, results, rate, settings, slo, profile_name)
                         row.update(phase="projection", max_batch=batch, admission=mode,
                                    deadline_s=args.deadline if mode != "none" else None,
@@ -310,9 +318,33 @@ def sweep(args):
                         if ratio is not None:
                             row.update(tau_switch_slack_ratio=ratio, tau_switched=sum(
                                 1 for r in results if r.get("tau_switch_step", -1) >= 0))
+                        if args.shadow_sample_rate:
+                            row.update(shadow_sample_rate=args.shadow_sample_rate,
+                                       mismatch_budget=budget, **shadow_summary(results))
                         out.append(row)
                         print("\n".join(serve_report.projection_table([row])[2:]), flush=True)
     write_rows(args.out, out)
+
+
+def shadow_summary(results):
+    """A run's shadow samples, split into the steps of switched requests after their switch
+    (under load) and the others, with their token-mismatch rates, and the mean EntropyCache
+    tau of switched and unswitched requests' steps."""
+    def total(key):
+        return sum(r["shadow"][key] for r in results if "shadow" in r)
+    own = total("samples") - total("samples_under_load")
+    own_mm = total("token_mismatches") - total("token_mismatches_under_load")
+    load, load_mm = total("samples_under_load"), total("token_mismatches_under_load")
+
+    def mean_tau(switched):
+        taus = [r["mean_tau_nats"] for r in results if r.get("mean_tau_nats") is not None
+                and r["status"] == "OK" and (r.get("tau_switch_step", -1) >= 0) == switched]
+        return sum(taus) / len(taus) if taus else None
+    return {"shadow": {"samples": own, "token_mismatches": own_mm,
+                       "token_mismatch_rate": own_mm / own if own else None,
+                       "samples_under_load": load, "token_mismatches_under_load": load_mm,
+                       "token_mismatch_rate_under_load": load_mm / load if load else None},
+            "mean_tau_nats": {"switched": mean_tau(True), "unswitched": mean_tau(False)}}
 
 
 def write_rows(path, rows):
@@ -354,6 +386,11 @@ def main(argv=None):
     ap.add_argument("--slack-ratios", default="3",
                     help="sweep: engine.tau_switch_slack_ratio values, for settings with a tau "
                     "under load (comma-separated)")
+    ap.add_argument("--shadow-sample-rate", type=float, default=0,
+                    help="sweep: cache.shadow_sample_rate (rows then count the samples)")
+    ap.add_argument("--mismatch-budgets", default="0",
+                    help="sweep: cache.autotune mismatch budgets, for settings with a tau under "
+                    "load (comma-separated; 0 = autotune off)")
     ap.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--name", default="", help="calibrate: the profile's name")
@@ -367,6 +404,10 @@ def main(argv=None):
     args.batch_list = [int(b) for b in args.batches.split(",")]
     args.setting_list = [s for s in args.settings.split(",") if s]
     args.slack_ratio_list = [float(x) for x in args.slack_ratios.split(",") if x]
+    args.mismatch_budget_list = [float(x) for x in args.mismatch_budgets.split(",") if x]
+    if any(b > 0 for b in args.mismatch_budget_list) and not args.shadow_sample_rate:
+        ap.error("--mismatch-budgets above 0 need --shadow-sample-rate (autotune learns from "
+                 "shadow samples)")
     unknown = [s for s in args.setting_list if s not in serve_sweep.SETTINGS]
     if unknown:
         ap.error("unknown settings %s (serve_sweep.SETTINGS: %s)"

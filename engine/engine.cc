@@ -26,8 +26,7 @@ const char* FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is empty");
+absl::Status ValidateEngineOptions(const EngineOptions& options) {
   if (options.max_batch_sequences < 1) {
     return absl::InvalidArgumentError("max_batch_sequences must be >= 1");
   }
@@ -42,6 +41,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (absl::Status s = ValidateShadowOptions(options.shadow); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("shadow.", s.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.model_dir.empty()) return absl::InvalidArgumentError("model_dir is empty");
+  // Before the load, which takes the time.
+  if (absl::Status s = ValidateEngineOptions(options); !s.ok()) return s;
   LoadOptions load;
   load.model_dir = options.model_dir;
   load.backend = options.backend == BackendKind::kCuda ? "cuda" : "cpu";

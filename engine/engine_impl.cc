@@ -266,6 +266,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngineForTesting(
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngineFromLoadedModel(
     const EngineOptions& options, std::unique_ptr<LoadedModel> model,
     std::unique_ptr<StepExecutor> executor) {
+  if (absl::Status s = ValidateEngineOptions(options); !s.ok()) return s;
   if (executor == nullptr) {
     executor = MakeTransformerExecutor(model->transformer.get(), model->kv_pool.get());
   }

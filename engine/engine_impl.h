@@ -27,7 +27,12 @@ ModelInfo MakeModelInfo(const ModelConfig& config, const std::string& model_dir,
 
 struct LoadedModel;
 
-// The production engine over a loaded model (Engine::Create uses it).
+// INVALID_ARGUMENT naming the option when one of `options`' engine settings (batch, queue,
+// limits, shadow sampling) is out of range; the model is not looked at.
+absl::Status ValidateEngineOptions(const EngineOptions& options);
+
+// The production engine over a loaded model (Engine::Create uses it). Validates `options`
+// (ValidateEngineOptions).
 // `executor`, when given, runs the steps instead of the model's own transformer executor: the
 // serving simulator wraps that executor (MakeTransformerExecutor over the same model) to
 // charge each step a latency model's time. It must only use `model`'s objects, which the

@@ -324,14 +324,13 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   const CacheParams& cache = pending_.request.cache;
   // A switch takes effect between steps (the worker's, after ApplyStep), so a switched
   // sequence planned this step with its tau under load.
-  event.tau_nats =
-      cache.policy == CachePolicyKind::kEntropy
-          ? (tau_switched() ? TauUnderLoad(cache.entropy_threshold,
-                                           *cache.entropy_threshold_under_load,
-                                           plan_load_tau_scale_)
-                            : cache.entropy_threshold) *
-                plan_tau_scale_
-          : std::numeric_limits<float>::quiet_NaN();
+  event.tau_nats = cache.policy == CachePolicyKind::kEntropy
+                       ? (tau_switched() ? TauUnderLoad(cache.entropy_threshold,
+                                                        *cache.entropy_threshold_under_load,
+                                                        plan_load_tau_scale_)
+                                         : cache.entropy_threshold) *
+                             plan_tau_scale_
+                       : std::numeric_limits<float>::quiet_NaN();
   event.window_begin = std::max(0, plan_block_begin_ - prompt);
   event.window_end = std::max(event.window_begin, plan_block_end_ - prompt);
   for (const CommittedToken& c : committed) {

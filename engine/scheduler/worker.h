@@ -25,7 +25,10 @@
 // load the queue wait eats into every request's slack, so the sequences switch as load grows
 // and the lighter steps serve more requests; at light load none does and answers are those
 // of the request's own tau. The switch happens at most once per request; SequenceStats and
-// the step events report it. Nothing switches before the forecast has measurements.
+// the step events report it. Nothing switches before the forecast has measurements. With
+// τ autotuning on, the switched steps are held to its mismatch budget by a controller of
+// their own (ShadowSteps::load_tau_scale, TauUnderLoad), which can take the switch back to
+// the request's own τ.
 //
 // Every accepted request gets exactly one final event. Cancellation and deadlines take
 // effect before the next step. A sequence's tokens depend only on its own request and seed,

@@ -7,6 +7,8 @@ real-time run, and two virtual runs agree to the bit.
   DLLM_BIN_DIR=build/bin /usr/bin/python3 -m tests.dllm_bench.test_serve_sim
 """
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -261,6 +263,34 @@ class SimulatorTest(unittest.TestCase):
         self.assertNotIn("tau_switched", rows[0])
         self.assertEqual(rows[1]["tau_switched"], 0)
         self.assertGreater(rows[2]["tau_switched"], 0)
+
+    def test_sweep_mismatch_budgets(self):
+        # The switch's quality budget: with shadow samples at rate 1, a setting with a tau
+        # under load runs once per budget; its row splits the samples of switched steps from
+        # the others (every request here switches at ratio 1000 after the first), and a
+        # setting without one runs once, autotune off. A budget without shadow samples is a
+        # usage error.
+        fast = self.profile({"rows_seconds": [[0, 0.01]]})
+        rows = self.sweep_rows("--profile", fast, "--requests", "8", "--rates", "4",
+                               "--batches", "1", "--settings", "entropy,entropy-slack",
+                               "--deadline", "10", "--admission", "refuse",
+                               "--slack-ratios", "1000", "--shadow-sample-rate", "1",
+                               "--mismatch-budgets", "0,0.5")
+        self.assertEqual([(r["settings"][0], r["mismatch_budget"]) for r in rows],
+                         [("entropy", 0), ("entropy-slack", 0), ("entropy-slack", 0.5)])
+        plain, switching = rows[0], rows[1]
+        self.assertEqual(plain["shadow"]["samples_under_load"], 0)
+        self.assertIsNone(plain["mean_tau_nats"]["switched"])
+        self.assertGreater(switching["tau_switched"], 0)
+        self.assertGreater(switching["shadow"]["samples_under_load"], 0)
+        self.assertEqual(switching["shadow"]["token_mismatch_rate_under_load"],
+                         switching["shadow"]["token_mismatches_under_load"]
+                         / switching["shadow"]["samples_under_load"])
+        # Without autotune a switched request plans at its tau under load (2) throughout.
+        self.assertAlmostEqual(switching["mean_tau_nats"]["switched"], 2.0, places=5)
+        with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+            serve_sim.main(["sweep", "--model", self.args.model, "--mismatch-budgets", "0.05"])
+        self.assertIn("--shadow-sample-rate", err.getvalue())
 
     def test_validate_reuses_the_real_runs(self):
         # A refitted profile is validated against an earlier validation's in-process

@@ -1064,8 +1064,13 @@ class HttpTest(unittest.TestCase):
         a request with X-Request-Timeout-Ms that leaves tau to the server runs at the family's
         tau under load from its first step (cache_stats.tau_switch_step 0); one that sets
         entropy_threshold keeps it, and one without a deadline never switches. The counter
-        counts the one switch."""
-        s = self.start(auth=False, overrides={"engine": {"tau_switch_slack_ratio": 1000}})
+        counts the one switch. Every partial step is shadowed, with autotune on: the switched
+        request's samples are counted apart, for the switch's quality budget."""
+        s = self.start(auth=False, overrides={
+            "engine": {"tau_switch_slack_ratio": 1000},
+            "cache": {"shadow_sample_rate": 1, "shadow_max_time_fraction": 1000,
+                      "autotune": {"enabled": True}},
+            "limits": {"max_shadow_sample_rate": 1}})
         body = {"model": "llada-tiny", "prompt": "add 1 2", "max_tokens": 64,
                 "decoding": {"block_length": 64, "steps": 64}}
 
@@ -1090,7 +1095,17 @@ class HttpTest(unittest.TestCase):
         pinned = call(dict(body, cache={"entropy_threshold": 1}), "3000")
         self.assertIsNone(pinned["cache_stats"]["tau_switch_step"])
         self.assertIsNone(call(body)["cache_stats"]["tau_switch_step"])  # no deadline
-        self.assertIn("dllm_requests_tau_switched_total 1\n", s.metrics_text())
+        metrics = s.metrics_text()
+        self.assertIn("dllm_requests_tau_switched_total 1\n", metrics)
+
+        def value(name):
+            found = re.search(r"^%s (\S+)$" % name, metrics, re.M)
+            self.assertIsNotNone(found, name)
+            return float(found.group(1))
+        under_load = value("dllm_cache_shadow_samples_under_load_total")
+        self.assertGreater(under_load, 0)
+        self.assertGreater(value("dllm_cache_shadow_samples_total"), under_load)
+        self.assertLessEqual(value("dllm_cache_load_tau_scale"), 1)
 
     def test_request_timeout_header(self):
         """X-Request-Timeout-Ms is an HTTP client's deadline: a bad value is a 400 naming the

@@ -362,9 +362,10 @@ TEST_CASE("Tau autotuning: every shadow sample feeds the controller, which scale
   for (const auto& s : off.samples()) CHECK(s.tau_scale == 1.0);
 }
 
-TEST_CASE("Under load: switched steps are shadowed while requests wait, and their own "
-          "controller takes the switch back when they mismatch",
-          "[shadow][integration][autotune][slo_tau]") {
+TEST_CASE(
+    "Under load: switched steps are shadowed while requests wait, and their own "
+    "controller takes the switch back when they mismatch",
+    "[shadow][integration][autotune][slo_tau]") {
   // One batch slot and a clock that moves 1 ms per read (the forecast depends on reads
   // only). The first request has a deadline its forecast cannot meet at ratio 1000, so it
   // switches at admission from tau -inf (every step full) to its tau under load, 100 nats
