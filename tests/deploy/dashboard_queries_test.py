@@ -192,8 +192,12 @@ engine:
   max_batch_sequences: 4
   queue_capacity: 64
   cpu_threads: 1
+  # A request with a deadline (the load's --timeout 2) is at risk at this ratio (8 steps of
+  # ~1 ms x 1000 > 2 s), so it switches to its tau under load, and the panels of switched
+  # requests and their shadow samples have data.
+  tau_switch_slack_ratio: 1000
 decoding:
-  max_new_tokens: 16
+  max_new_tokens: 128
   block_length: 8
 cache:
   policy: entropy
@@ -258,7 +262,7 @@ metrics:
         return SKIP
     # Two phases, unary then streaming, so both RPC paths feed the histograms.
     common = ["--address", f"127.0.0.1:{grpc_port}", "--concurrency", "4", "--requests", "12",
-              "--prompt", "The quick brown fox"]
+              "--prompt", "The quick brown fox", "--timeout", "2"]
     phases = [["load", *common], ["load", *common, "--stream"]]
     if os.environ.get("DLLM_LOAD_ARGS"):
         phases = [os.environ["DLLM_LOAD_ARGS"].split()]
