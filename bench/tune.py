@@ -10,8 +10,10 @@ and beta (its sliding window's width). Each setting runs on the val split (one t
 against vanilla on the same items, paired.
 
   val    MODEL_DIR   runs vanilla on val once (stored with dllm-bench --answers-out), then every
-                     GRID setting against it (--baseline-from); resumable: settings already in
-                     the val rows are not run again.
+                     GRID setting against it (--baseline-from); resumable within one session
+                     (the same boot): settings already in the val rows are not run again, and
+                     rows from another session (or a vanilla stored without its session) stop
+                     the run, since CPU time does not compare across sessions.
   test   MODEL_DIR   runs vanilla on all test items once (stored), then each method's chosen
                      front points (below) against it.
   report MODEL_DIR   prints the markdown: each method's val front, the test rows and the goal
@@ -136,13 +138,55 @@ def bench(args, model, tasks, extra):
     return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
 
 
+def this_session():
+    """Where rows are measured: the kernel's boot id (each session of this project is a fresh
+    machine) and the CPU's model name."""
+    def read(path, key=None):
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if key is None:
+                        return line.strip()
+                    if line.startswith(key):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return "unknown"
+    return {"boot_id": read("/proc/sys/kernel/random/boot_id"),
+            "cpu": read("/proc/cpuinfo", "model name")}
+
+
 def ensure_vanilla(args, model, tasks, stored):
-    """Runs and stores vanilla on `tasks` unless `stored` already holds it."""
+    """Runs and stores vanilla on `tasks` unless `stored` already holds it, with the session
+    that measured it beside it (`stored`.session.json)."""
     if os.path.exists(stored):
         return
     tmp = stored + ".part"
     bench(args, model, tasks, ["--none=false", "--answers-out", tmp])
+    with open(stored + ".session.json", "w", encoding="utf-8") as f:
+        json.dump(this_session(), f)
     os.replace(tmp, stored)
+
+
+def check_one_session(stored, rows):
+    """Exits unless the stored vanilla and every row were measured in this session. CPU time
+    per token moves by up to ±25% between sessions (docs/paper-comparison.md), so a setting
+    appended in another one would be compared with the rest through a CPU-time ratio that
+    crosses machines."""
+    now = this_session()
+    try:
+        with open(stored + ".session.json", encoding="utf-8") as f:
+            vanilla = json.load(f)
+    except (OSError, ValueError):
+        vanilla = {"boot_id": "not recorded", "cpu": "unknown"}
+    measured = [vanilla] + [r["tune"].get("session", {"boot_id": "not recorded"})
+                            for r in rows]
+    other = next((m for m in measured if m.get("boot_id") != now["boot_id"]), None)
+    if other is not None:
+        sys.exit(f"tune: {stored} and its rows were measured in another session (boot id "
+                 f"{other.get('boot_id')}, {other.get('cpu', 'unknown')}; this one is "
+                 f"{now['boot_id']}, {now['cpu']}): CPU-time speed-ups do not cross "
+                 "sessions. Run the protocol whole in a fresh --out directory.")
 
 
 def run_settings(args, model, split, settings):
@@ -151,7 +195,10 @@ def run_settings(args, model, split, settings):
     p = paths(args.out, model, split)
     tasks = tasks_for(model, split)
     ensure_vanilla(args, model, tasks, p["vanilla"])
-    done = {(r["tune"]["decoding"], r["tune"]["policy"]) for r in read_rows(p["rows"])}
+    rows_so_far = read_rows(p["rows"])
+    done = {(r["tune"]["decoding"], r["tune"]["policy"]) for r in rows_so_far}
+    if any((decoding, policy) not in done for _, decoding, policy in settings):
+        check_one_session(p["vanilla"], rows_so_far)
     for method, decoding, policy in settings:
         if (decoding, policy) in done:
             continue
@@ -161,7 +208,8 @@ def run_settings(args, model, split, settings):
         if len(measured) != 1 or "error" in measured[0]:
             sys.exit(f"tune: {decoding} @ {policy}: expected one measured row, got {measured}")
         row = measured[0]
-        row["tune"] = {"method": method, "decoding": decoding, "policy": policy}
+        row["tune"] = {"method": method, "decoding": decoding, "policy": policy,
+                       "session": this_session()}
         with open(p["rows"], "a", encoding="utf-8") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
         print(f"tune: {split} {method} {decoding} @ {policy}: accuracy {row['accuracy']:.3f}, "

@@ -93,5 +93,40 @@ class TuneTest(unittest.TestCase):
                 self.assertEqual(len(f.readlines()), len(rows))
 
 
+    def test_rows_of_another_session_stop_a_resumed_run(self):
+        """A resumed search appends rows only in the session that measured the stored vanilla
+        and the rows so far: CPU time per token does not compare across sessions. Rows name
+        their session (boot id, CPU)."""
+        with tempfile.TemporaryDirectory() as out:
+            def run(methods):
+                return subprocess.run(
+                    [sys.executable, tune.__file__, "val", "models/llada-cot", "--limit", "1",
+                     "--out", out, "--bench", os.environ["DLLM_BENCH"], "--methods", methods],
+                    capture_output=True, text=True)
+            first = run("dual")
+            self.assertEqual(first.returncode, 0, first.stderr)
+            rows_path = os.path.join(out, "tune-llada-cot-val.jsonl")
+            with open(rows_path, encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual(len(rows), tune.BUDGET)
+            for r in rows:
+                self.assertEqual(r["tune"]["session"], tune.this_session())
+            # The same session resumes.
+            self.assertEqual(run("dual,prefix").returncode, 0)
+            with open(rows_path, encoding="utf-8") as f:
+                self.assertEqual(len(f.readlines()), 2 * tune.BUDGET)
+            # The stored vanilla from another boot: nothing more is measured.
+            sidecar = os.path.join(out, "tune-llada-cot-vanilla-val.answers.jsonl.session.json")
+            with open(sidecar, "w", encoding="utf-8") as f:
+                json.dump({"boot_id": "another-boot", "cpu": "another CPU"}, f)
+            again = run("dual,prefix,d2cache")
+            self.assertNotEqual(again.returncode, 0)
+            self.assertIn("another session (boot id another-boot, another CPU", again.stderr)
+            with open(rows_path, encoding="utf-8") as f:
+                self.assertEqual(len(f.readlines()), 2 * tune.BUDGET)
+            # Everything asked for already measured: a report, whatever the session.
+            self.assertEqual(run("dual").returncode, 0)
+
+
 if __name__ == "__main__":
     unittest_exit.main()  # a skip exits 77: ctest shows it
