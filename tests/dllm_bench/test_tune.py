@@ -92,7 +92,6 @@ class TuneTest(unittest.TestCase):
             with open(os.path.join(out, "tune-llada-cot-val.jsonl"), encoding="utf-8") as f:
                 self.assertEqual(len(f.readlines()), len(rows))
 
-
     def test_rows_of_another_session_stop_a_resumed_run(self):
         """A resumed search appends rows only in the session that measured the stored vanilla
         and the rows so far: CPU time per token does not compare across sessions. Rows name
