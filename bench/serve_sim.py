@@ -299,9 +299,10 @@ def sweep(args):
             switching = "entropy_threshold_under_load" in settings[0][1].get("cache", {})
             for rate in [float(r) for r in args.rates.split(",")]:
                 for mode in modes:
-                    ratios = args.slack_ratio_list if switching and mode != "none" else [None]
+                    can_switch = switching and mode != "none"
+                    ratios = args.slack_ratio_list if can_switch else [None]
                     # The switch's quality budget (cache.autotune) at each value, 0 = off.
-                    budgets = args.mismatch_budget_list if switching else [0]
+                    budgets = args.mismatch_budget_list if can_switch else [0]
                     for ratio, budget in [(r, b) for r in ratios for b in budgets]:
                         reqs = timed_requests(tasks, settings, args.requests, args.warmup, rate,
                                               args.burstiness, args.seed, serve_sweep.GEN)

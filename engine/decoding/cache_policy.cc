@@ -102,9 +102,9 @@ class EntropyPolicy final : public RecentKPolicy {
         tau_(params.entropy_threshold),
         tau_under_load_(params.entropy_threshold_under_load.value_or(params.entropy_threshold)) {}
   StepPlan Plan(const PlanInput& input) override {
-    const float tau =
-        input.under_load ? TauUnderLoad(tau_, tau_under_load_, input.load_tau_scale) : tau_;
-    if (first_ || max_entropy_ > tau * input.tau_scale) return StepPlan{true, {}};
+    if (first_ || max_entropy_ > PlannedTau(tau_, tau_under_load_, input)) {
+      return StepPlan{true, {}};
+    }
     return Partial(input);
   }
   void Observe(int step, std::span<const CommittedToken> committed) override {
@@ -158,6 +158,11 @@ class BlockRefreshPolicy final : public CachePolicy {
 
 float TauUnderLoad(float tau, float tau_under_load, float load_tau_scale) {
   return std::max(tau_under_load * load_tau_scale, std::min(tau, tau_under_load));
+}
+
+float PlannedTau(float tau, float tau_under_load, const PlanInput& input) {
+  return (input.under_load ? TauUnderLoad(tau, tau_under_load, input.load_tau_scale) : tau) *
+         input.tau_scale;
 }
 
 int64_t PolicyStateBytes(const CacheParams& params, int num_layers, int positions) {

@@ -79,6 +79,11 @@ struct PlanInput {
 // infinite τ under load stays infinite: no scale brings it back.)
 float TauUnderLoad(float tau, float tau_under_load, float load_tau_scale);
 
+// The τ an EntropyCache step plans with: `tau`, or TauUnderLoad for a switched sequence
+// (input.under_load), times input.tau_scale. `tau_under_load`: cache.entropy_threshold_under_load,
+// else `tau`.
+float PlannedTau(float tau, float tau_under_load, const PlanInput& input);
+
 struct StepPlan {
   bool full = true;
   // Partial steps only: ascending unique positions whose rows are recomputed (before any

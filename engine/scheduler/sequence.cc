@@ -141,8 +141,12 @@ SequenceStep Sequence::PlanStep(float tau_scale, float load_tau_scale) {
   input.tau_scale = tau_scale;
   input.under_load = tau_switched();
   input.load_tau_scale = load_tau_scale;
-  plan_tau_scale_ = tau_scale;
-  plan_load_tau_scale_ = load_tau_scale;
+  const CacheParams& cache = pending_.request.cache;
+  plan_tau_nats_ =
+      cache.policy == CachePolicyKind::kEntropy
+          ? PlannedTau(cache.entropy_threshold,
+                       cache.entropy_threshold_under_load.value_or(cache.entropy_threshold), input)
+          : std::numeric_limits<float>::quiet_NaN();
   plan_block_begin_ = input.block_begin;
   plan_block_end_ = input.block_end;
   plan_ = policy_->Plan(input);
@@ -321,16 +325,7 @@ void Sequence::EmitStep(int step, std::span<const RowStats> rows,
   event.full = plan_.full;
   event.rows = planned_rows_;
   event.max_committed_entropy = last_step_entropy_;
-  const CacheParams& cache = pending_.request.cache;
-  // A switch takes effect between steps (the worker's, after ApplyStep), so a switched
-  // sequence planned this step with its tau under load.
-  event.tau_nats = cache.policy == CachePolicyKind::kEntropy
-                       ? (tau_switched() ? TauUnderLoad(cache.entropy_threshold,
-                                                        *cache.entropy_threshold_under_load,
-                                                        plan_load_tau_scale_)
-                                         : cache.entropy_threshold) *
-                             plan_tau_scale_
-                       : std::numeric_limits<float>::quiet_NaN();
+  event.tau_nats = plan_tau_nats_;
   event.window_begin = std::max(0, plan_block_begin_ - prompt);
   event.window_end = std::max(event.window_begin, plan_block_end_ - prompt);
   for (const CommittedToken& c : committed) {

@@ -141,8 +141,7 @@ class Sequence {
   int64_t planned_rows_ = 0;
   double plan_seconds_ = 0;
   double forward_decision_seconds_ = 0;  // ObserveForward/ObserveRecompute and their maps
-  float plan_tau_scale_ = 1.0f;
-  float plan_load_tau_scale_ = 1.0f;
+  float plan_tau_nats_ = 0;       // the planned step's EntropyCache tau (PlannedTau); NaN otherwise
   int32_t plan_block_begin_ = 0;  // the planned step's block/window, canvas positions
   int32_t plan_block_end_ = 0;
   Utf8Stream utf8_;
