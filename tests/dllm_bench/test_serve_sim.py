@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import tempfile
 import unittest
 
@@ -291,6 +292,20 @@ class SimulatorTest(unittest.TestCase):
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
             serve_sim.main(["sweep", "--model", self.args.model, "--mismatch-budgets", "0.05"])
         self.assertIn("--shadow-sample-rate", err.getvalue())
+
+    def test_bad_engine_options_are_refused_naming_the_option(self):
+        # dllm-serve-sim builds its engine from a loaded model; that path validates the
+        # engine's options as Engine::Create does (a budget of 1.5 is out of (0, 1)).
+        req_path = os.path.join(self.dir.name, "requests.jsonl")
+        with open(req_path, "w") as f:
+            f.write(json.dumps({"arrival_s": 0, "prompt": "add 1 2", "max_tokens": 8}) + "\n")
+        run = subprocess.run(
+            [os.path.join(self.args.bin_dir, "dllm-serve-sim"), "--model", self.args.model,
+             "--requests", req_path, "--out", os.path.join(self.dir.name, "out.jsonl"),
+             "--threads", "1", "--shadow-sample-rate", "1", "--mismatch-budget", "1.5"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertIn("shadow.tau_autotune.mismatch_budget", run.stderr)
 
     def test_validate_reuses_the_real_runs(self):
         # A refitted profile is validated against an earlier validation's in-process
