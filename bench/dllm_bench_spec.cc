@@ -280,18 +280,20 @@ bool Correct(const Task& task, const std::string& text) {
 DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen) {
   std::string head;
   auto opts = ParseOptions(spec, &head);
-  DecodingParams d = defaults;
+  // Each head starts from the model's defaults moved to its schedule (so the families'
+  // window threshold does not carry into "block"), then takes the head's own knobs.
+  DecodingParams d;
   if (head == "block") {
-    d.schedule = Schedule::kBlock;
+    d = DefaultsForSchedule(defaults, Schedule::kBlock);
     if (defaults.schedule != Schedule::kBlock) d.remasking = Remasking::kLowConfidence;
     d.block_length = std::min(32, gen);
   } else if (head == "window") {
-    d.schedule = Schedule::kWindow;
+    d = DefaultsForSchedule(defaults, Schedule::kWindow);
     if (d.remasking == Remasking::kOrigin) d.remasking = Remasking::kLowConfidence;
     d.window = 16;
     d.confidence_threshold = 0.9f;
   } else if (head == "timestep") {
-    d.schedule = Schedule::kTimestep;
+    d = DefaultsForSchedule(defaults, Schedule::kTimestep);
     if (defaults.schedule != Schedule::kTimestep) d.remasking = Remasking::kEntropy;
     d.confidence_threshold = 0;
   } else {

@@ -18,6 +18,8 @@ against vanilla on the same items, paired.
                      front points (below) against it.
   report MODEL_DIR   prints the markdown: each method's val front, the test rows and the goal
                      figures (docs/results/tune-<model>.md is this output).
+  defaults MODEL_DIR prints the point the family's defaults take (default_point) as JSON:
+                     {"decoding": SPEC, "policy": SPEC} (tests/e2e checks the served defaults).
 
 For each method, the val front is the Pareto front of paired accuracy against CPU-time speed-up
 over vanilla (dllm-bench's speedup_vs_baseline_cpu: CPU seconds per answer token, which a
@@ -29,7 +31,7 @@ Files (docs/results/): tune-<model>-val.jsonl and tune-<model>-test.jsonl (dllm-
 with a "tune" object naming its method and specs), tune-<model>-vanilla-{val,test}.answers.jsonl
 (the stored baselines).
 
-Usage: bench/tune.py val|test|report MODEL_DIR [--bench PATH] [--limit N] [--out DIR]
+Usage: bench/tune.py val|test|report|defaults MODEL_DIR [--bench PATH] [--limit N] [--out DIR]
                                             [--methods M1,M2,...]
 """
 import argparse
@@ -270,6 +272,22 @@ def chosen_settings(out, model, methods):
             for i in range(TEST_POINTS) for m in methods if i < len(picks[m])]
 
 
+def default_point(val_rows, test_rows, method="entropy"):
+    """The family's defaults (engine/core/model_family.h): of `method`'s val rows within 1
+    point of vanilla, fastest first (CPU time), the first whose test row (the same decoding and
+    policy), where one was measured, is within 1 point too; None when no row qualifies."""
+    tested = {(r["tune"]["decoding"], r["tune"]["policy"]): r
+              for r in test_rows if r["tune"]["method"] == method}
+    within = sorted((r for r in val_rows
+                     if r["tune"]["method"] == method and accuracy_diff(r) >= WITHIN),
+                    key=lambda r: -r["speedup_vs_baseline_cpu"])
+    for r in within:
+        t = tested.get((r["tune"]["decoding"], r["tune"]["policy"]))
+        if t is None or accuracy_diff(t) >= WITHIN:
+            return {"decoding": r["tune"]["decoding"], "policy": r["tune"]["policy"]}
+    return None
+
+
 def row_cells(r):
     p = r["vs_baseline"]
     return [r["tune"]["method"], r["tune"]["decoding"], r["tune"]["policy"],
@@ -369,7 +387,7 @@ def report(out_dir, model):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["val", "test", "report"])
+    ap.add_argument("stage", choices=["val", "test", "report", "defaults"])
     ap.add_argument("model")
     ap.add_argument("--bench", default=os.environ.get("DLLM_BENCH", "build/bin/dllm-bench"))
     ap.add_argument("--limit", type=int, default=0, help="first N items only (smoke runs)")
@@ -382,6 +400,10 @@ def main():
     methods = args.methods.split(",")
     if not all(m in GRID for m in methods):
         sys.exit(f"tune: --methods: unknown method in {args.methods} (known: {', '.join(GRID)})")
+    if args.stage == "defaults":
+        print(json.dumps(default_point(read_rows(paths(args.out, args.model, "val")["rows"]),
+                                       read_rows(paths(args.out, args.model, "test")["rows"]))))
+        return
     os.makedirs(args.out, exist_ok=True)
     assert all(len(pairs) == BUDGET for pairs in GRID.values()), "unequal budgets"
     if args.stage == "val":

@@ -16,11 +16,14 @@
 namespace dllm {
 
 DecodingParams DefaultDecodingParams(ModelFamily family) {
-  // The schedule's own knobs (block_length 32, eps 1e-3, steps 0) are DecodingParams'
-  // defaults; the family picks the schedule and the ranking.
+  // The other schedules' knobs (block_length 32, eps 1e-3, steps 0) are DecodingParams'
+  // defaults; the family picks the schedule, its window, the threshold and the ranking.
+  const ModelFamilyInfo& f = FamilyInfo(family);
   DecodingParams p;
-  p.schedule = FamilyInfo(family).default_schedule;
-  p.remasking = FamilyInfo(family).default_remasking;
+  p.schedule = f.default_schedule;
+  p.window = f.default_window;
+  p.confidence_threshold = f.default_confidence_threshold;
+  p.remasking = f.default_remasking;
   return p;
 }
 

@@ -201,6 +201,7 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   k = defaults.cache;
   DLLM_ASSIGN_OR_RETURN(given, ReadProtoParams(request.decoding(), request.cache()));
   given.ApplyTo(&p, &k);
+  DLLM_RETURN_IF_ERROR(given.CheckReadBy(p.schedule));
   if (!request.decoding().has_block_length() && p.schedule == Schedule::kBlock &&
       p.block_length > out.max_new_tokens && out.max_new_tokens >= 1) {
     // A default block longer than a short answer would be rejected by the engine; one

@@ -46,17 +46,22 @@ struct ModelFamilyInfo {
   bool shift_logits;  // position p is predicted by the row of p-1 (Dream)
   bool rope_in_bf16;  // RoPE's cos/sin rounded through bf16 (Dream)
   ChatTemplateKind chat_template;
-  // Request defaults for the family's own decoding (generation_config.json may override the
-  // answer length; engine/model/generation_config.h). `vanilla_remasking` is its schedule's
-  // plain confidence ranking, what a vanilla baseline of the block schedule uses.
+  // Request defaults for the family's decoding (generation_config.json may override the
+  // answer length; engine/model/generation_config.h): EntropyCache's tuned point, whose
+  // schedule is the paper's own, a sliding window with confidence-threshold decoding. The
+  // tuning protocol (bench/tune.py) searched schedule, window and threshold with τ and k; on
+  // both families' cot models the fastest EntropyCache setting within 1 point of vanilla on
+  // val that also held on test decodes the window of the 16 leftmost masks at threshold 0.9,
+  // with τ 1 and k 16 (on LLaDA's the fastest val point, block 32 at τ 2, lost 7 points on
+  // test). Evidence: docs/paper-comparison.md, "Defaults". The published schedules (LLaDA's
+  // blocks, Dream's timesteps) stay a request field away. `vanilla_remasking` is the plain
+  // confidence ranking of the paper's vanilla baseline (block 32, one token per step).
   Schedule default_schedule;
+  int default_window;                  // masks in the window (Schedule::kWindow)
+  float default_confidence_threshold;  // > 0: threshold decoding
   Remasking default_remasking;
   Remasking vanilla_remasking;
-  // EntropyCache's defaults for the family: the fastest setting within 1 point of vanilla's
-  // accuracy on the val split of the family's cot model (after every method was tuned with the
-  // same budget, bench/tune.py) that also held on the test split where one was measured
-  // (LLaDA's fastest val point lost 7 points on test). The evidence is
-  // docs/paper-comparison.md, "The tuning protocol".
+  // EntropyCache's τ and recent k at that point.
   float default_tau_nats;
   int default_recent_k;
   // The tau a request with a deadline switches to when its deadline is at risk under load

@@ -581,9 +581,61 @@ const ParamValue* ParamOverrides::Find(const ParamField& field) const {
   return nullptr;
 }
 
+namespace {
+
+bool Reads(const ParamField& f, Schedule schedule) {
+  return f.schedules.empty() ||
+         std::find(f.schedules.begin(), f.schedules.end(), schedule) != f.schedules.end();
+}
+
+// "the block schedule reads", "the block and window schedules read".
+std::string ScheduleReaders(const std::vector<Schedule>& schedules) {
+  std::vector<std::string> names;
+  names.reserve(schedules.size());
+  for (Schedule s : schedules) names.emplace_back(Name(s));
+  return absl::StrCat("the ", absl::StrJoin(names, " and "),
+                      schedules.size() > 1 ? " schedules read" : " schedule reads");
+}
+
+}  // namespace
+
+DecodingParams DefaultsForSchedule(const DecodingParams& defaults, Schedule schedule) {
+  if (schedule == defaults.schedule) return defaults;
+  DecodingParams out = defaults;
+  const DecodingParams plain;
+  CacheParams unused;
+  for (const ParamField& f : ParamFields()) {
+    // Only knobs that several schedules read, and the defaults' schedule among them: a
+    // knob of one schedule alone (block_length, window) cannot mislead another and stays.
+    if (f.section != ParamSection::kDecoding || f.schedules.size() < 2 ||
+        !Reads(f, defaults.schedule)) {
+      continue;
+    }
+    f.set(*f.get(plain, unused), &out, &unused);
+  }
+  out.schedule = schedule;
+  return out;
+}
+
+absl::Status ParamOverrides::CheckReadBy(Schedule schedule) const {
+  for (const auto& [f, v] : values_) {
+    if (f->section == ParamSection::kDecoding && !Reads(*f, schedule)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f->FullName(), ": ", ScheduleReaders(f->schedules),
+                       " it, and this request decodes with the ", Name(schedule),
+                       " schedule; set decoding.schedule, or leave the field unset"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void ParamOverrides::ApplyTo(DecodingParams* decoding, CacheParams* cache) const {
-  for (const auto& [f, v] : values_) f->set(v, decoding, cache);
   // Looked up once: ApplyTo runs for every request.
+  static const ParamField* const schedule = FindParamField(ParamSection::kDecoding, "schedule");
+  if (const ParamValue* s = Find(*schedule); s != nullptr) {
+    *decoding = DefaultsForSchedule(*decoding, FromParamValue<Schedule>(*s));
+  }
+  for (const auto& [f, v] : values_) f->set(v, decoding, cache);
   static const ParamField* const tau = FindParamField(ParamSection::kCache, "entropy_threshold");
   static const ParamField* const tau_under_load =
       FindParamField(ParamSection::kCache, "entropy_threshold_under_load");

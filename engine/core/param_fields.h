@@ -100,6 +100,16 @@ const ParamField* FindParamField(absl::string_view dotted_name);
 // a model family's defaults may differ: ModelInfo::default_decoding / default_cache).
 std::optional<ParamValue> DefaultParamValue(const ParamField& field);
 
+// The decoding defaults of a caller that picks `schedule`, from `defaults` (a model's or an
+// operator's): `defaults` itself when it is their schedule; otherwise `defaults` with
+// `schedule`, and with every knob that several schedules read, `defaults`' among them
+// (ParamField::schedules: confidence_threshold), back at DecodingParams' own value. Such a
+// knob means something else under each schedule: the families' default is a tuned point of
+// the window (16 masks at threshold 0.9), whose threshold would turn block decoding into
+// parallel decoding and is refused by the timestep schedule. A knob of one schedule only
+// (block_length, window) cannot mislead another and is kept.
+DecodingParams DefaultsForSchedule(const DecodingParams& defaults, Schedule schedule);
+
 // Reads `text` as a value of the field: decimal integers, floats as absl::SimpleAtof (inf,
 // -inf), enums by name. INVALID_ARGUMENT "<field>: ..." (the dotted name) on bad text; no
 // domain check (ValidateParamFields does that).
@@ -162,10 +172,19 @@ class ParamOverrides {
   bool empty() const { return values_.empty(); }
   const std::vector<std::pair<const ParamField*, ParamValue>>& values() const { return values_; }
 
-  // Writes every value into the params it belongs to. Setting cache.entropy_threshold without
+  // Writes every value into the params it belongs to. Giving decoding.schedule other than
+  // `decoding`'s first moves `decoding` to DefaultsForSchedule (below), so that defaults tuned
+  // for one schedule do not carry into another. Setting cache.entropy_threshold without
   // cache.entropy_threshold_under_load pins tau: the tau under load is cleared (never
   // switches), so a request, setting or config that names its tau gets exactly that tau.
   void ApplyTo(DecodingParams* decoding, CacheParams* cache) const;
+
+  // INVALID_ARGUMENT naming the first given decoding field that `schedule` does not read
+  // (ParamField::schedules), e.g. block_length for a request that decodes with the window
+  // schedule: a knob that would be silently ignored is a caller's mistake. Requests are
+  // checked; configured defaults are not (a default block_length serves the requests that
+  // pick the block schedule).
+  absl::Status CheckReadBy(Schedule schedule) const;
 
  private:
   std::vector<std::pair<const ParamField*, ParamValue>> values_;

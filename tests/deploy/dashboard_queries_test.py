@@ -198,6 +198,7 @@ engine:
   tau_switch_slack_ratio: 1000
 decoding:
   max_new_tokens: 128
+  schedule: block
   block_length: 8
 cache:
   policy: entropy

@@ -237,7 +237,8 @@ class RolloutTest(unittest.TestCase):
         self.channels.append(long_channel)
         long_request = dllm_pb2.GenerateRequest(
             prompt="Hello", max_new_tokens=448,
-            decoding=dllm_pb2.DecodingOptions(steps=448, block_length=448))
+            decoding=dllm_pb2.DecodingOptions(schedule=dllm_pb2.SCHEDULE_BLOCK, steps=448,
+                                              block_length=448))
         long_call = dllm_pb2_grpc.DiffusionLMStub(long_channel).Generate.future(
             long_request, timeout=60)
 

@@ -47,6 +47,21 @@ class TuneTest(unittest.TestCase):
                           for r in tune.test_points([row("d2cache", -0.05, 20),
                                                      row("d2cache", -0.02, 8)])], [8, 20])
 
+    def test_default_point(self):
+        # Fastest within 1 point on val first, unless its test row lost more than 1 point;
+        # other methods and points beyond 1 point never count.
+        val = [row("entropy", 0.02, 30.0), row("entropy", 0.0, 20.0), row("entropy", -0.05, 40.0),
+               row("entropy", 0.05, 10.0), row("elastic", 0.03, 50.0)]
+        lost = dict(row("entropy", -0.07, 31.0), tune=val[0]["tune"])
+        held = dict(row("entropy", 0.01, 19.0), tune=val[1]["tune"])
+        self.assertEqual(tune.default_point(val, []),
+                         {"decoding": "block", "policy": "p30.0"})
+        self.assertEqual(tune.default_point(val, [lost, held]),
+                         {"decoding": "block", "policy": "p20.0"})
+        self.assertEqual(tune.default_point(val, [lost]),  # untested points count as held
+                         {"decoding": "block", "policy": "p20.0"})
+        self.assertIsNone(tune.default_point([val[2], val[4]], []))
+
     def test_goal_figures(self):
         rows = [row("entropy", -0.005, 30, rows_per_token=20),
                 row("entropy-min", -0.02, 60, rows_per_token=10),  # not within 1 point

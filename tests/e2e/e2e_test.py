@@ -235,6 +235,7 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(info["vocab_size"], 320)
         self.assertEqual(info["default_max_new_tokens"], 16)
         self.assertEqual(info["limits"]["max_new_tokens"], 1000)
+        self.assert_tuned_defaults(info, "llada-cot")
         # One structured log line per finished request.
         rec = s.wait_record(lambda r: r["id"] == "unary-1")
         self.assertEqual(rec["status"], "OK")
@@ -244,7 +245,8 @@ class E2ETest(unittest.TestCase):
 
     def test_stream(self):
         s = self.start()
-        args = ["--max-new-tokens", "32", "--block-length", "16", "--cache", "entropy",
+        args = ["--max-new-tokens", "32", "--schedule", "block", "--block-length", "16", "--cache",
+                "entropy",
                 "Once upon a time"]
         r = s.client("stream", "--json", "--canvas-every", "1", *args)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -261,7 +263,7 @@ class E2ETest(unittest.TestCase):
         # Snapshots are best effort (dropped while the client lags): a 32-token answer can now
         # finish before the first one is written, so they are checked on a 256-step answer.
         long = s.client("stream", "--json", "--canvas-every", "1", "--max-new-tokens", "256",
-                        "--block-length", "16", "Once upon a time")
+                        "--schedule", "block", "--block-length", "16", "Once upon a time")
         self.assertEqual(long.returncode, 0, long.stderr)
         canvases = [json.loads(line)["canvas"] for line in long.stdout.splitlines()
                     if "canvas" in json.loads(line)]
@@ -276,11 +278,34 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertEqual(plain.stdout.rstrip("\n"), final["text"])
 
+    def assert_tuned_defaults(self, info, cot_model):
+        """The served defaults are the point the tuning protocol's committed results give the
+        family (bench/tune.py default_point on docs/results/tune-<cot_model>-*.jsonl)."""
+        from bench import tune
+        results = os.path.join(SOURCE_DIR, "docs", "results")
+        rows = {split: tune.read_rows(tune.paths(results, cot_model, split)["rows"])
+                for split in ("val", "test")}
+        point = tune.default_point(rows["val"], rows["test"])
+        self.assertIsNotNone(point, cot_model)
+        names = {"w": "window", "threshold": "confidence_threshold", "tau": "entropy_threshold",
+                 "k": "recent_k", "b": "block_length"}
+        for spec, served in ((point["decoding"], info["default_decoding"]),
+                             (point["policy"], info["default_cache"])):
+            head, _, knobs = spec.partition(":")
+            if served is info["default_decoding"]:
+                self.assertEqual(served["schedule"], "SCHEDULE_" + head.upper(), spec)
+            else:
+                self.assertEqual(served["policy"], "CACHE_POLICY_" + head.upper(), spec)
+            for knob in filter(None, knobs.split(",")):
+                key, _, value = knob.partition("=")
+                self.assertAlmostEqual(float(served[names.get(key, key)]), float(value),
+                                       places=5, msg=spec)
+
     def test_dream_model(self):
         dream = os.path.join(SOURCE_DIR, "tests", "data", "reference", "dream_gqa")
         s = self.start(extra_args=["--model", dream])
         info = json.loads(s.client("info").stdout)
-        self.assertEqual(info["default_decoding"]["schedule"], "SCHEDULE_TIMESTEP")
+        self.assert_tuned_defaults(info, "dream-cot")
         args = ["--chat", "Hi", "--system", "Be brief.", "--max-new-tokens", "16"]
         unary = self.generate_json(s, *args)
         r = s.client("stream", "--json", *args)
@@ -293,7 +318,8 @@ class E2ETest(unittest.TestCase):
     def test_cancel_mid_stream(self):
         s = self.start()
         r = s.client("stream", "--request-id", "to-cancel", "--cancel-after", "1",
-                     "--max-new-tokens", str(LONG_TOKENS), "--block-length", str(LONG_TOKENS),
+                     "--max-new-tokens", str(LONG_TOKENS), "--schedule", "block", "--block-length",
+                     str(LONG_TOKENS),
                      "Hello")
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertEqual(error_code(r), "CANCELLED")
@@ -312,7 +338,8 @@ class E2ETest(unittest.TestCase):
         for attempt in range(3):
             rid = f"late{attempt}"
             r = s.client("generate", "--request-id", rid, "--timeout", "0.5",
-                         "--max-new-tokens", str(LONG_TOKENS), "--block-length", str(LONG_TOKENS),
+                         "--max-new-tokens", str(LONG_TOKENS), "--schedule", "block",
+                         "--block-length", str(LONG_TOKENS),
                          "Hello")
             self.assertEqual(r.returncode, 1)
             self.assertEqual(error_code(r), "DEADLINE_EXCEEDED")
@@ -333,7 +360,8 @@ class E2ETest(unittest.TestCase):
     def test_queue_overflow(self):
         s = self.start(overrides={"engine": {"max_batch_sequences": 1, "queue_capacity": 1}})
         r = s.client("load", "--json", "--concurrency", "6", "--requests", "6",
-                     "--max-new-tokens", "128", "--block-length", "128", "Hello")
+                     "--max-new-tokens", "128", "--schedule", "block", "--block-length", "128",
+                     "Hello")
         self.assertEqual(r.returncode, 0, r.stderr)
         report = json.loads(r.stdout)
         self.assertEqual(report["requests"], 6)
@@ -384,7 +412,8 @@ class E2ETest(unittest.TestCase):
         s = self.start(overrides={"engine": {"max_batch_sequences": 1, "queue_capacity": 4}})
         # One long request runs and three wait: thousands of steps ahead, seconds of work
         # even on a machine several times faster than this one.
-        long_calls = [s.client_async("generate", "--max-new-tokens", "960", "--block-length",
+        long_calls = [s.client_async("generate", "--max-new-tokens", "960", "--schedule", "block",
+                                     "--block-length",
                                      "960", "--steps", "960", "Hello") for _ in range(4)]
         deadline = time.time() + 30
         while not all(g in s.metrics_text() for g in ("dllm_num_requests_running 1\n",
@@ -489,7 +518,12 @@ class E2ETest(unittest.TestCase):
             (["--request-id", "has space", "x"], "INVALID_ARGUMENT", "request_id"),
             (["y" * 200], "INVALID_ARGUMENT", "limits.max_prompt_tokens (64)"),
             # Engine-side validation passes through with the field name.
-            (["--block-length", "5", "x"], "INVALID_ARGUMENT", "block_length"),
+            (["--schedule", "block", "--block-length", "5", "x"], "INVALID_ARGUMENT",
+             "decoding.block_length: 5 must divide max_new_tokens"),
+            # A knob the request's schedule would ignore (the default schedule is the window).
+            (["--block-length", "8", "x"], "INVALID_ARGUMENT",
+             "decoding.block_length: the block schedule reads it, and this request decodes "
+             "with the window schedule"),
             (["--schedule", "window", "--cache", "entropy", "--window", "0", "x"],
              "INVALID_ARGUMENT", "decoding.window"),
             # Transport limit: server.max_receive_message_bytes.
@@ -659,7 +693,8 @@ class E2ETest(unittest.TestCase):
         s = self.start(overrides={"server": {"drain_timeout_seconds": 240,
                                              "lame_duck_seconds": 5}})
         clients = [s.client_async("stream", "--json", "--max-new-tokens", str(LONG_TOKENS),
-                                  "--block-length", str(LONG_TOKENS), "--request-id",
+                                  "--schedule", "block", "--block-length", str(LONG_TOKENS),
+                                  "--request-id",
                                   "inflight-%d" % i, "Hello %d" % i) for i in range(3)]
         for c in clients:  # each has received at least one message: it is in flight
             self.assertTrue(c.stdout.readline())
@@ -697,7 +732,8 @@ class E2ETest(unittest.TestCase):
 
     def test_sigterm_drain_timeout_cancels(self):
         s = self.start(overrides={"server": {"drain_timeout_seconds": 0.2}})
-        c = s.client_async("stream", "--json", "--max-new-tokens", "900", "--block-length", "300",
+        c = s.client_async("stream", "--json", "--max-new-tokens", "900", "--schedule", "block",
+                           "--block-length", "300",
                            "Hello")
         self.assertTrue(c.stdout.readline())
         s.proc.send_signal(signal.SIGTERM)
@@ -753,7 +789,8 @@ class E2ETest(unittest.TestCase):
         responses = [self.generate_json(s, "--max-new-tokens", "16", "--cache", "entropy",
                                         "--entropy-threshold", "5.2", "Hello %d" % i)
                      for i in range(3)]
-        r = s.client("stream", "--json", "--max-new-tokens", "32", "--block-length", "16", "Hi")
+        r = s.client("stream", "--json", "--max-new-tokens", "32", "--schedule", "block",
+                     "--block-length", "16", "Hi")
         self.assertEqual(r.returncode, 0, r.stderr)
         responses.append(json.loads(r.stdout.splitlines()[-1])["final"])
         self.assertEqual(error_code(s.client("generate", "--max-new-tokens", "0", "x")),

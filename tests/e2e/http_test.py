@@ -266,7 +266,8 @@ class HttpTest(unittest.TestCase):
         model = make_model(self.tmp)
         s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000}}, auth=False)
         base = {"model": "model", "prompt": "Hello", "max_tokens": 256, "seed": 3,
-                "decoding": {"block_length": 16, "steps": 256}, "cache": {"policy": "none"}}
+                "decoding": {"schedule": "block", "block_length": 16,
+                             "steps": 256}, "cache": {"policy": "none"}}
         status, full = post(s.http_port, "/v1/completions", base, token=None)
         self.assertEqual(status, 200, full)
         text = full["choices"][0]["text"]
@@ -292,7 +293,8 @@ class HttpTest(unittest.TestCase):
         model = make_model(self.tmp)
         s = self.start(model=model, auth=False)
         base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 3,
-                "decoding": {"block_length": 8, "steps": 32}, "cache": {"policy": "none"}}
+                "decoding": {"schedule": "block", "block_length": 8,
+                             "steps": 32}, "cache": {"policy": "none"}}
         status, free = post(s.http_port, "/v1/completions", base, token=None)
         self.assertEqual(status, 200, free)
         self.assertGreater(free["cache_stats"]["steps"], 3)
@@ -343,7 +345,7 @@ class HttpTest(unittest.TestCase):
         # The random-weight model writes long raw-prompt completions (llada-tiny ends at once).
         s = self.start(model=make_model(self.tmp), auth=False)
         legacy = {"model": "model", "prompt": "Hello", "max_tokens": 64, "seed": 3,
-                  "logprobs": 2, "decoding": {"block_length": 16, "steps": 64},
+                  "logprobs": 2, "decoding": {"schedule": "block", "block_length": 16, "steps": 64},
                   "cache": {"policy": "none"}}
         status, completion = post(s.http_port, "/v1/completions", legacy, token=None)
         self.assertEqual(status, 200, completion)
@@ -388,7 +390,8 @@ class HttpTest(unittest.TestCase):
         model = make_model(self.tmp)
         s = self.start(model=model, auth=False)
         base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 11,
-                "temperature": 0.9, "decoding": {"block_length": 8}, "cache": {"policy": "none"}}
+                "temperature": 0.9, "decoding": {"schedule": "block",
+                                                 "block_length": 8}, "cache": {"policy": "none"}}
         singles = []
         for i in range(3):
             status, one = post(s.http_port, "/v1/completions", dict(base, seed=11 + i), token=None)
@@ -426,7 +429,7 @@ class HttpTest(unittest.TestCase):
         model = make_model(self.tmp)
         s = self.start(model=model, auth=False)
         base = {"model": "model", "prompt": "Hello", "max_tokens": 32, "seed": 3,
-                "decoding": {"block_length": 8}, "cache": {"policy": "none"}}
+                "decoding": {"schedule": "block", "block_length": 8}, "cache": {"policy": "none"}}
         status, plain = post(s.http_port, "/v1/completions", base, token=None)
         self.assertEqual(status, 200, plain)
         suffix = " and that is the end of the story."
@@ -462,7 +465,8 @@ class HttpTest(unittest.TestCase):
                                    timeout=30)
         mask = json.loads(r.read())["mask_token_id"]
         base = {"model": "model", "prompt": "Hello", "max_tokens": 16, "seed": 3,
-                "decoding": {"block_length": 8}, "cache": {"policy": "none"}, "logprobs": 0}
+                "decoding": {"schedule": "block",
+                             "block_length": 8}, "cache": {"policy": "none"}, "logprobs": 0}
         status, plain = post(s.http_port, "/v1/completions", base, token=None)
         self.assertEqual(status, 200, plain)
         status, masks = post(s.http_port, "/v1/completions",
@@ -508,7 +512,7 @@ class HttpTest(unittest.TestCase):
         canvas = tok["token_ids"] + [mask] * 8
         status, seeded = post(s.http_port, "/v1/completions",
                               {"model": "model", "prompt": "Hi", "canvas": canvas, "seed": 1,
-                               "decoding": {"block_length": 4}}, token=None)
+                               "decoding": {"schedule": "block", "block_length": 4}}, token=None)
         self.assertEqual(status, 200, seeded)
         self.assertTrue(seeded["choices"][0]["text"].startswith(text), seeded)
         for body in [{"messages": [{"role": "user", "content": "x"}]}, {"prompt": 3}, [1, 2],
@@ -528,7 +532,8 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(status, 200, tok)
         self.assertEqual(len(tok["token_ids"]), 1, tok)
         status, err = post(s.http_port, "/v1/completions",
-                           {"model": "model", "prompt": "Hi", "decoding": {"block_length": 4},
+                           {"model": "model", "prompt": "Hi", "decoding": {"schedule": "block",
+                                                                           "block_length": 4},
                             "canvas": [72] + tok["token_ids"] + [mask] * 6}, token=None)
         self.assertEqual(status, 400, err)
         self.assertIn("canvas: token 1 is an end token", err["error"]["message"])
@@ -541,7 +546,7 @@ class HttpTest(unittest.TestCase):
         model_id = "model"
         long = e2e_test.LONG_TOKENS
         body = json.dumps({"model": model_id, "prompt": "Hello", "max_tokens": long,
-                           "decoding": {"block_length": long, "steps": long},
+                           "decoding": {"schedule": "block", "block_length": long, "steps": long},
                            "cache": {"policy": "none"}, "stream": True})
         for stream in (True, False):
             with self.subTest(stream=stream):
@@ -573,7 +578,7 @@ class HttpTest(unittest.TestCase):
         s = self.start(model=model, overrides={"limits": {"max_new_tokens": 1000},
                                                "server": {"lame_duck_seconds": 3}}, auth=False)
         body = {"model": "model", "prompt": "Hello", "max_tokens": e2e_test.LONG_TOKENS,
-                "decoding": {"block_length": e2e_test.LONG_TOKENS}}
+                "decoding": {"schedule": "block", "block_length": e2e_test.LONG_TOKENS}}
         result = {}
 
         def long_request():
@@ -1034,7 +1039,8 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(reply["error"]["param"], "max_tokens")
 
         # Fill the one batch slot and the one queue slot with slow requests, then one more.
-        slow = dict(body, max_tokens=48, decoding={"steps": 48, "block_length": 48})
+        slow = dict(body, max_tokens=48, decoding={"schedule": "block", "steps": 48,
+                                                   "block_length": 48})
         results = []
 
         def call():
@@ -1072,7 +1078,7 @@ class HttpTest(unittest.TestCase):
                       "autotune": {"enabled": True}},
             "limits": {"max_shadow_sample_rate": 1}})
         body = {"model": "llada-tiny", "prompt": "add 1 2", "max_tokens": 64,
-                "decoding": {"block_length": 64, "steps": 64}}
+                "decoding": {"schedule": "block", "block_length": 64, "steps": 64}}
 
         def call(body, timeout_ms=None):
             conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=120)
@@ -1116,7 +1122,8 @@ class HttpTest(unittest.TestCase):
                                                          "queue_capacity": 4}})
         body = {"model": "llada-tiny", "messages": [{"role": "user", "content": "add 1 2"}],
                 "max_tokens": 16}
-        long_body = dict(body, max_tokens=480, decoding={"block_length": 480, "steps": 480})
+        long_body = dict(body, max_tokens=480,
+                         decoding={"schedule": "block", "block_length": 480, "steps": 480})
 
         def call(body, timeout_ms):
             conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=120)
@@ -1171,7 +1178,8 @@ class HttpTest(unittest.TestCase):
     # ------------------------------------------------------------ the browser playground
 
     # The form's settings in the playground tests, and the same as dllm-client flags.
-    PLAYGROUND = {"prompt": "What is 7 + 3?", "max_tokens": 32, "block_length": 16,
+    PLAYGROUND = {"prompt": "What is 7 + 3?", "max_tokens": 32, "schedule": "block",
+                  "block_length": 16,
                   "threshold": 0, "policy": "entropy", "tau": 0.3, "recent_k": 8, "seed": 5}
 
     def playground(self, server, scenario, screenshot=True):

@@ -267,7 +267,7 @@ class ReliabilityTest(unittest.TestCase):
         s = self.start(overrides={"engine": {"max_batch_sequences": 4, "queue_capacity": 16},
                                   "server": {"drain_timeout_seconds": 60}})
         load = self.load(s, "--concurrency", "12", "--duration", "8", "--max-new-tokens", "64",
-                         "--block-length", "64", "Hello")
+                         "--schedule", "block", "--block-length", "64", "Hello")
         time.sleep(3)
         s.proc.send_signal(signal.SIGTERM)
         self.assertEqual(wait_exit(s, timeout=120), 0, s.log())
@@ -289,7 +289,8 @@ class ReliabilityTest(unittest.TestCase):
         # by the transit time, so a client's next call can arrive while its previous one is
         # not yet expired server-side; 16 spare slots absorb most of that skew.
         load = self.load(s, "--concurrency", "48", "--duration", str(duration_s), "--timeout",
-                         "0.05", "--max-new-tokens", "256", "--block-length", "256", "Hello")
+                         "0.05", "--max-new-tokens", "256", "--schedule", "block", "--block-length",
+                         "256", "Hello")
         rep = self.report(load, all_fail=True)
         client = rep["by_status"]
         server = wait_counts(s, rep["requests"], settle=3)

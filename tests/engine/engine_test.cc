@@ -24,11 +24,15 @@ TEST_CASE("FinishReasonName", "[engine]") {
 }
 
 TEST_CASE("Per-family decoding defaults", "[engine]") {
+  // EntropyCache's tuned point (window 16, threshold 0.9; tests/e2e checks it against the
+  // tuning results) with each family's own ranking.
   const DecodingParams llada = DefaultDecodingParams(ModelFamily::kLlada);
-  CHECK(llada.schedule == Schedule::kBlock);
+  CHECK(llada.schedule == Schedule::kWindow);
+  CHECK(llada.window == 16);
+  CHECK(llada.confidence_threshold == 0.9f);
   CHECK(llada.remasking == Remasking::kLowConfidence);
   const DecodingParams dream = DefaultDecodingParams(ModelFamily::kDream);
-  CHECK(dream.schedule == Schedule::kTimestep);
+  CHECK(dream.schedule == Schedule::kWindow);
   CHECK(dream.remasking == Remasking::kEntropy);
   CHECK(dream.eps == 1e-3f);
   ModelConfig c;
@@ -39,7 +43,7 @@ TEST_CASE("Per-family decoding defaults", "[engine]") {
   const ModelInfo info = MakeModelInfo(c, "dir");
   CHECK(info.family == "dream");
   CHECK(info.end_token_ids == std::vector<int32_t>{5, 7});
-  CHECK(info.default_decoding.schedule == Schedule::kTimestep);
+  CHECK(info.default_decoding.schedule == Schedule::kWindow);
 }
 
 // Overridable (DLLM_TRAINED_MODELS_DIR, DLLM_TRAINED_GENERATIONS_DIR) to check a snapshot.

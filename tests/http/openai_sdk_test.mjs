@@ -97,7 +97,7 @@ async function api() {
   // Diffusion knobs as extra body fields.
   const knobs = await client.chat.completions.create({
     model, messages, max_tokens: 16,
-    decoding: { steps: 8, block_length: 16 }, cache: { policy: "none" } });
+    decoding: { schedule: "block", steps: 8, block_length: 16 }, cache: { policy: "none" } });
   assert.equal(knobs.cache_stats.steps, 8);
   assert.equal(knobs.cache_stats.partial_steps, 0);
 
@@ -160,7 +160,7 @@ async function queueFull() {
   // The server runs one sequence at a time with a queue of one: of 6 concurrent long
   // requests at least one must be refused with 429, and every other one must succeed.
   const settings = { model, messages: [{ role: "user", content: "Tell me a story." }],
-                     max_tokens: 256, decoding: { block_length: 256 } };
+                     max_tokens: 256, decoding: { schedule: "block", block_length: 256 } };
   const results = await Promise.allSettled(
       Array.from({ length: 6 }, () => client.chat.completions.create(settings)));
   const ok = results.filter((r) => r.status === "fulfilled").length;

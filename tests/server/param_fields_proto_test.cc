@@ -156,6 +156,8 @@ TEST_CASE("param fields: every field reaches the engine over gRPC", "[fields]") 
     r.set_prompt("hi");
     r.set_max_new_tokens(12);
     const ParamValue v = SomeOtherValue(f);
+    // A schedule's knob goes with a schedule that reads it (others refuse it).
+    if (!f.schedules.empty()) r.mutable_decoding()->set_schedule(ToProto(f.schedules.back()));
     SetProtoParam(f, v, r.mutable_decoding(), r.mutable_cache());
     absl::StatusOr<GenerationRequest> g = ToGenerationRequest(r, defaults, WideLimits(), model);
     INFO(g.status().ToString());

@@ -35,7 +35,6 @@ TEST_CASE("model families: the facts of the published checkpoints", "[core][fami
   CHECK(std::string(llada.layer.prefix) + "0" + llada.layer.ffn_norm ==
         "model.transformer.blocks.0.ff_norm.weight");
   CHECK_FALSE(llada.shift_logits);
-  CHECK(llada.default_schedule == Schedule::kBlock);
   CHECK(llada.chat_template == ChatTemplateKind::kLlama3Headers);
   const ModelFamilyInfo& dream = FamilyInfo(ModelFamily::kDream);
   CHECK(std::string(dream.model_type) == "dream");
@@ -44,7 +43,6 @@ TEST_CASE("model families: the facts of the published checkpoints", "[core][fami
         "model.layers.3.self_attn.q_proj.bias");
   CHECK(dream.shift_logits);
   CHECK(dream.rope_in_bf16);
-  CHECK(dream.default_schedule == Schedule::kTimestep);
   CHECK(dream.default_remasking == Remasking::kEntropy);
   CHECK(dream.chat_template == ChatTemplateKind::kChatMl);
 }

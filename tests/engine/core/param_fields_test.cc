@@ -229,5 +229,64 @@ TEST_CASE("param overrides: setting tau alone pins it (no tau under load)", "[co
   }
 }
 
+TEST_CASE("param overrides: another schedule starts from its plain knobs", "[core][fields]") {
+  // A family's defaults: the window schedule's tuned point (window 16, threshold 0.9), with an
+  // operator's block_length (a knob the window schedule does not read).
+  DecodingParams tuned;
+  tuned.schedule = Schedule::kWindow;
+  tuned.window = 16;
+  tuned.confidence_threshold = 0.9f;
+  tuned.block_length = 8;
+  tuned.remasking = Remasking::kEntropy;
+  CHECK(DefaultsForSchedule(tuned, Schedule::kWindow).confidence_threshold == 0.9f);
+  const DecodingParams block = DefaultsForSchedule(tuned, Schedule::kBlock);
+  CHECK(block.schedule == Schedule::kBlock);
+  CHECK(block.confidence_threshold == 0.0f);      // the window's threshold does not carry over
+  CHECK(block.window == 16);                      // the window's alone: kept, harmless
+  CHECK(block.block_length == 8);                 // not a window knob: kept
+  CHECK(block.remasking == Remasking::kEntropy);  // every schedule reads it: kept
+  // The timestep schedule refuses a threshold; the plain knobs validate.
+  DecodingParams timestep = tuned;
+  ParamOverrides o;
+  REQUIRE(o.SetTo("decoding.schedule", Schedule::kTimestep).ok());
+  CacheParams c;
+  o.ApplyTo(&timestep, &c);
+  CHECK(timestep.schedule == Schedule::kTimestep);
+  CHECK(timestep.confidence_threshold == 0.0f);
+  CHECK(ValidateParams(32, timestep, c, ParamLimits{}).ok());
+  // Given with the schedule, a knob wins over the plain value.
+  DecodingParams parallel = tuned;
+  REQUIRE(o.SetTo("decoding.schedule", Schedule::kBlock).ok());
+  REQUIRE(o.SetTo("decoding.threshold", 0.8f).ok());
+  o.ApplyTo(&parallel, &c);
+  CHECK(parallel.confidence_threshold == 0.8f);
+  // Naming the defaults' own schedule changes nothing.
+  DecodingParams same = tuned;
+  ParamOverrides window;
+  REQUIRE(window.SetTo("decoding.schedule", Schedule::kWindow).ok());
+  window.ApplyTo(&same, &c);
+  CHECK(same.window == 16);
+  CHECK(same.confidence_threshold == 0.9f);
+}
+
+TEST_CASE("param overrides: a knob the request's schedule does not read is refused",
+          "[core][fields]") {
+  ParamOverrides o;
+  REQUIRE(o.SetTo("decoding.block_length", 8).ok());
+  REQUIRE(o.SetTo("decoding.steps", 8).ok());  // every schedule may read it
+  CHECK(o.CheckReadBy(Schedule::kBlock).ok());
+  CHECK(ErrorOf(o.CheckReadBy(Schedule::kWindow)) ==
+        "decoding.block_length: the block schedule reads it, and this request decodes with the "
+        "window schedule; set decoding.schedule, or leave the field unset");
+  ParamOverrides t;
+  REQUIRE(t.SetTo("decoding.threshold", 0.5f).ok());
+  REQUIRE(t.SetTo("cache.k", 4).ok());  // cache fields are not the schedule's
+  CHECK(t.CheckReadBy(Schedule::kWindow).ok());
+  CHECK(ErrorOf(t.CheckReadBy(Schedule::kTimestep)) ==
+        "decoding.confidence_threshold: the block and window schedules read it, and this "
+        "request decodes with the timestep schedule; set decoding.schedule, or leave the field "
+        "unset");
+}
+
 }  // namespace
 }  // namespace dllm
