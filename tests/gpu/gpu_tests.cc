@@ -285,7 +285,11 @@ absl::Status AttentionTests(Backends& be, Report* report) {
 
 // Head-averaged attention probabilities (the d2cache and elastic policies' input): one
 // sequence, a partial step's query rows over a multi-tile key range, CUDA vs CPU; and every
-// CUDA row sums to 1.
+// CUDA row sums to 1. Then, on each backend, the fused path (Attention with
+// AttentionSequence::probs, beside a sequence without) against the same backend's separate
+// AttentionProbabilities: values within 1e-4 relative (the fused scores come from the
+// attention pass's own q·k, whose sum order differs), the attention output bitwise the same
+// as without probabilities, and the time charged.
 absl::Status AttentionProbabilitiesTests(Backends& be, Report* report) {
   for (const AttentionGeometry& g : kAttentionGeometries) {
     const int layers = 2, layer = 1, cap = 300, kv_positions = 261, rows = 37;
@@ -313,6 +317,29 @@ absl::Status AttentionProbabilitiesTests(Backends& be, Report* report) {
       const AttentionSequence seq{slab.get(), cap, kv_positions, 5, rows};
       probs[which].assign(static_cast<size_t>(rows) * kv_positions, -1.0f);
       DLLM_RETURN_IF_ERROR(b->AttentionProbabilities(*q, seq, shape, std::span(probs[which])));
+      if (!b->fuses_attention_probabilities()) continue;
+      std::vector<float> fused(probs[which].size(), -1.0f);
+      AttentionProbsOut fused_out{std::span(fused)};
+      AttentionSequence with = seq;
+      with.probs = &fused_out;
+      const AttentionSequence first{slab.get(), cap, kv_positions, 0, 5};
+      const std::vector<AttentionSequence> plain_batch = {first, seq};
+      const std::vector<AttentionSequence> fused_batch = {first, with};
+      const int64_t out_values = int64_t{rows + 5} * qw;
+      DLLM_ASSIGN_OR_RETURN(plain_o, b->Allocate(out_values * b->activation_bytes_per_element()));
+      DLLM_ASSIGN_OR_RETURN(fused_o, b->Allocate(out_values * b->activation_bytes_per_element()));
+      DLLM_RETURN_IF_ERROR(b->Attention(*q, plain_batch, shape, plain_o.get()));
+      DLLM_RETURN_IF_ERROR(b->Attention(*q, fused_batch, shape, fused_o.get()));
+      DLLM_ASSIGN_OR_RETURN(plain_values, Download(b, *plain_o, out_values));
+      DLLM_ASSIGN_OR_RETURN(fused_values, Download(b, *fused_o, out_values));
+      const double fused_err = RelErr(fused, probs[which]);
+      report->Check(fused_err <= 1e-4 && plain_values == fused_values && fused_out.seconds > 0,
+                    absl::StrFormat("op attention_probabilities_fused %s h=%d kv=%d d=%d: rel err "
+                                    "%.3g vs the separate pass (tol 1e-4), attention output %s, "
+                                    "%.3g s charged",
+                                    b->name(), g.heads, g.kv_heads, g.head_dim, fused_err,
+                                    plain_values == fused_values ? "unchanged" : "CHANGED",
+                                    fused_out.seconds));
     }
     double worst_sum = 0;
     for (int r = 0; r < rows; ++r) {

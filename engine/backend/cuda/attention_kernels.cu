@@ -16,6 +16,12 @@
 // in shared memory.
 //
 // Both compute each (row, head) from that row's q and the slab only (batch invariance).
+//
+// Fused attention probabilities (SeqDesc::scores not null: d2Cache's and Elastic-Cache's
+// decision input): the scaled score of each key is stored as the softmax pass computes it, and
+// the row's final softmax max and sum at the end, so the probabilities need no second q·k
+// pass; LaunchAttentionProbsFinish normalizes and averages the heads in a small elementwise
+// kernel. A sequence without it pays one predictable branch per tile.
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -104,6 +110,7 @@ __global__ void __launch_bounds__(WmmaAttn<D>::kThreads)
   // [h*D/2, (h+1)*D/2) and score columns 2c+h.
   const int my_row = lane >> 1;
   const int my_half = lane & 1;
+  const int row_in_tile = warp * C::kRowsPerWarp + my_row;
   kmath::OnlineSoftmax state;
   float acc[C::kHalfD];
 #pragma unroll
@@ -156,6 +163,14 @@ __global__ void __launch_bounds__(WmmaAttn<D>::kThreads)
       const int col = 2 * c + my_half;
       if (col < valid_keys) tile_max = fmaxf(tile_max, kmath::MulRn(s_row[col], p.scale));
     }
+    if (seq.scores != nullptr && row_in_tile < tile_rows) {
+      float* scores_row = seq.scores + cuda_index::ScoreIndex(head, tile.row0 + row_in_tile, kv0,
+                                                              seq.rows, seq.kv_positions);
+      for (int c = 0; c < C::kKeys / 2; ++c) {
+        const int col = 2 * c + my_half;
+        if (col < valid_keys) scores_row[col] = kmath::MulRn(s_row[col], p.scale);
+      }
+    }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     float tile_sum = 0.0f;
     bf16* p_row = p_w + my_row * C::kLdP;
@@ -204,8 +219,14 @@ __global__ void __launch_bounds__(WmmaAttn<D>::kThreads)
     __syncwarp();
   }
 
-  const int row_in_tile = warp * C::kRowsPerWarp + my_row;
   if (warp_active && row_in_tile < tile_rows) {
+    if (seq.scores != nullptr && my_half == 0) {
+      float* stats =
+          seq.scores + cuda_index::ScoreStatsIndex(head, tile.row0 + row_in_tile, p.num_heads,
+                                                   seq.rows, seq.kv_positions);
+      stats[0] = state.max;
+      stats[1] = state.sum;
+    }
     const float inv = state.sum > 0.0f ? 1.0f / state.sum : 0.0f;
     uint16_t* o = out + (first_row + row_in_tile) * q_width + head * D + my_half * C::kHalfD;
 #pragma unroll
@@ -255,12 +276,22 @@ __global__ void __launch_bounds__(kGenericTileRows)
       dot = kmath::AddRn(dot, kmath::MulRn(Bf16BitsToFloat(qh[i]), Bf16BitsToFloat(kn[i])));
     }
     float rescale, weight;
-    kmath::OnlineSoftmaxAdd(&state, kmath::MulRn(dot, p.scale), &rescale, &weight);
+    const float score = kmath::MulRn(dot, p.scale);
+    if (seq.scores != nullptr) {
+      seq.scores[cuda_index::ScoreIndex(head, r, n, seq.rows, seq.kv_positions)] = score;
+    }
+    kmath::OnlineSoftmaxAdd(&state, score, &rescale, &weight);
     const uint16_t* vn = v_plane + static_cast<int64_t>(n) * kv_width + kv_offset;
     for (int i = 0; i < d; ++i) {
       acc[i] =
           kmath::AddRn(kmath::MulRn(acc[i], rescale), kmath::MulRn(weight, Bf16BitsToFloat(vn[i])));
     }
+  }
+  if (seq.scores != nullptr) {
+    float* stats =
+        seq.scores + cuda_index::ScoreStatsIndex(head, r, p.num_heads, seq.rows, seq.kv_positions);
+    stats[0] = state.max;
+    stats[1] = state.sum;
   }
   const float inv = state.sum > 0.0f ? 1.0f / state.sum : 0.0f;
   uint16_t* o = out + row * q_width + head * d;

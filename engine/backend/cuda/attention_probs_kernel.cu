@@ -1,6 +1,8 @@
 // Head-averaged attention probabilities of one sequence's query rows (Backend::
 // AttentionProbabilities): the decision input of the d2cache and elastic cache policies, not a
-// step-path kernel.
+// step-path kernel. The step path fuses them into attention instead (attention_kernels.cu
+// stores the scores; AttentionProbsFinishKernel below normalizes them); this kernel stays as
+// the independent second computation the GPU tests compare the fused values with.
 //
 // One block per query row. The heads run one after another inside the block, so every output
 // element is owned by one thread and gets the heads' terms in the order 0, 1, ... (no atomics;
@@ -99,7 +101,38 @@ __global__ void __launch_bounds__(kProbsThreads)
   }
 }
 
+// The fused path's second half: one thread per (row, position) of one sequence, the heads in
+// order 0, 1, ... (deterministic), each term weight · exp(s - max) / sum as the separate
+// kernel forms it, from the scores and softmax state the attention kernel stored.
+__global__ void AttentionProbsFinishKernel(const float* __restrict__ scores, int num_heads,
+                                           int rows, int kv_positions, float* __restrict__ out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * kv_positions) return;
+  const int r = static_cast<int>(i / kv_positions);
+  const int n = static_cast<int>(i % kv_positions);
+  const float weight = 1.0f / static_cast<float>(num_heads);
+  float total = 0.0f;
+  for (int head = 0; head < num_heads; ++head) {
+    const float* stats =
+        scores + cuda_index::ScoreStatsIndex(head, r, num_heads, rows, kv_positions);
+    const float f = stats[1] > 0.0f ? weight / stats[1] : 0.0f;
+    total += f * expf(scores[cuda_index::ScoreIndex(head, r, n, rows, kv_positions)] - stats[0]);
+  }
+  out[i] = total;
+}
+
 }  // namespace
+
+cudaError_t LaunchAttentionProbsFinish(const float* scores, int num_heads, int rows,
+                                       int kv_positions, float* out, cudaStream_t stream) {
+  const int64_t values = static_cast<int64_t>(rows) * kv_positions;
+  if (values <= 0 || num_heads <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>((values + kThreads - 1) / kThreads);
+  AttentionProbsFinishKernel<<<blocks, kThreads, 0, stream>>>(scores, num_heads, rows, kv_positions,
+                                                              out);
+  return cudaGetLastError();
+}
 
 bool AttentionProbsSupportsHeadDim(int head_dim) {
   return head_dim > 0 && head_dim <= kProbsMaxHeadDim;

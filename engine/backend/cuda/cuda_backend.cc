@@ -263,6 +263,8 @@ class CudaBackendImpl : public CudaBackend {
     }
     gemm_.reset();
     staging_.reset();
+    if (probs_begin_ != nullptr) cudaEventDestroy(probs_begin_);
+    if (probs_end_ != nullptr) cudaEventDestroy(probs_end_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -506,19 +508,25 @@ class CudaBackendImpl : public CudaBackend {
     }
     if (tiles.empty()) return absl::OkStatus();
     DLLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    absl::StatusOr<void*> dev_seqs = staging_->Stage(
-        seqs.data(), static_cast<int64_t>(seqs.size() * sizeof(cuda::SeqDesc)), stream_);
-    if (!dev_seqs.ok()) return dev_seqs.status();
-    absl::StatusOr<void*> dev_tiles = staging_->Stage(
-        tiles.data(), static_cast<int64_t>(tiles.size() * sizeof(cuda::AttnTile)), stream_);
-    if (!dev_tiles.ok()) return dev_tiles.status();
     const cuda::AttnParams params = ToAttnParams(shape);
-    DLLM_CUDA_RETURN_IF_ERROR(
-        cuda::LaunchAttention(qb->bf16(), static_cast<const cuda::SeqDesc*>(*dev_seqs),
-                              static_cast<const cuda::AttnTile*>(*dev_tiles),
-                              static_cast<int>(tiles.size()), params, o->bf16(), stream_));
-    return absl::OkStatus();
+    if (std::none_of(sequences.begin(), sequences.end(),
+                     [](const AttentionSequence& a) { return a.probs != nullptr; })) {
+      absl::StatusOr<void*> dev_seqs = staging_->Stage(
+          seqs.data(), static_cast<int64_t>(seqs.size() * sizeof(cuda::SeqDesc)), stream_);
+      if (!dev_seqs.ok()) return dev_seqs.status();
+      absl::StatusOr<void*> dev_tiles = staging_->Stage(
+          tiles.data(), static_cast<int64_t>(tiles.size() * sizeof(cuda::AttnTile)), stream_);
+      if (!dev_tiles.ok()) return dev_tiles.status();
+      DLLM_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchAttention(qb->bf16(), static_cast<const cuda::SeqDesc*>(*dev_seqs),
+                                static_cast<const cuda::AttnTile*>(*dev_tiles),
+                                static_cast<int>(tiles.size()), params, o->bf16(), stream_));
+      return absl::OkStatus();
+    }
+    return AttentionWithProbs(qb, sequences, shape, params, &seqs, tiles, o);
   }
+
+  bool fuses_attention_probabilities() const override { return true; }
 
   bool computes_attention_probabilities() const override { return true; }
 
@@ -718,6 +726,98 @@ class CudaBackendImpl : public CudaBackend {
     return absl::OkStatus();
   }
 
+  // Attention whose sequences with AttentionSequence::probs also get their head-averaged
+  // probabilities, fused: the attention kernel stores each row's scores and softmax state
+  // (SeqDesc::scores), a small kernel per sequence normalizes them, and the values come back
+  // to the host before this returns. The descriptors, the tiles and every sequence's scratch
+  // share one staging slot, so that no later reservation can move or recycle a part that a
+  // kernel still reads. Charged to probs->seconds: the device time from the end of the
+  // attention kernel to the end of the copies (CUDA events), split over the sequences by
+  // their values; the score stores inside the attention kernel are not separable from it and
+  // are not charged.
+  absl::Status AttentionWithProbs(const CudaBuffer* qb,
+                                  std::span<const AttentionSequence> sequences,
+                                  const AttentionShape& shape, const cuda::AttnParams& params,
+                                  std::vector<cuda::SeqDesc>* seqs,
+                                  const std::vector<cuda::AttnTile>& tiles, const CudaBuffer* o) {
+    constexpr int64_t kAlign = 256;
+    const auto aligned = [](int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+    const int64_t seqs_bytes = static_cast<int64_t>(seqs->size() * sizeof(cuda::SeqDesc));
+    const int64_t tiles_bytes = static_cast<int64_t>(tiles.size() * sizeof(cuda::AttnTile));
+    struct Slot {
+      size_t seq;
+      int64_t scores_offset;  // bytes into the slot
+      int64_t out_offset;
+      int64_t values;
+    };
+    std::vector<Slot> slots;
+    int64_t bytes = aligned(seqs_bytes) + aligned(tiles_bytes);
+    int64_t total_values = 0;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const AttentionSequence& a = sequences[i];
+      if (a.probs == nullptr) continue;
+      const int64_t values = int64_t{a.rows} * a.kv_positions;
+      if (static_cast<int64_t>(a.probs->values.size()) != values) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Attention: sequence ", i, " probabilities hold ", a.probs->values.size(),
+                         " values, expected ", values));
+      }
+      Slot slot{i, bytes, 0, values};
+      bytes += aligned(cuda_index::ScoresFloats(shape.num_heads, a.rows, a.kv_positions) *
+                       static_cast<int64_t>(sizeof(float)));
+      slot.out_offset = bytes;
+      bytes += aligned(values * static_cast<int64_t>(sizeof(float)));
+      total_values += values;
+      slots.push_back(slot);
+    }
+    char *host = nullptr, *dev = nullptr;
+    DLLM_RETURN_IF_ERROR(staging_->Reserve(bytes, stream_, &host, &dev));
+    for (const Slot& slot : slots) {
+      (*seqs)[slot.seq].scores = reinterpret_cast<float*>(dev + slot.scores_offset);
+    }
+    std::memcpy(host, seqs->data(), static_cast<size_t>(seqs_bytes));
+    std::memcpy(host + aligned(seqs_bytes), tiles.data(), static_cast<size_t>(tiles_bytes));
+    DLLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dev, host, static_cast<size_t>(aligned(seqs_bytes) + tiles_bytes),
+                        cudaMemcpyHostToDevice, stream_));
+    DLLM_CUDA_RETURN_IF_ERROR(
+        cuda::LaunchAttention(qb->bf16(), reinterpret_cast<const cuda::SeqDesc*>(dev),
+                              reinterpret_cast<const cuda::AttnTile*>(dev + aligned(seqs_bytes)),
+                              static_cast<int>(tiles.size()), params, o->bf16(), stream_));
+    DLLM_RETURN_IF_ERROR(EnsureProbsEvents());
+    DLLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(probs_begin_, stream_));
+    for (const Slot& slot : slots) {
+      const AttentionSequence& a = sequences[slot.seq];
+      float* out = reinterpret_cast<float*>(dev + slot.out_offset);
+      DLLM_CUDA_RETURN_IF_ERROR(
+          cuda::LaunchAttentionProbsFinish(reinterpret_cast<const float*>(dev + slot.scores_offset),
+                                           shape.num_heads, a.rows, a.kv_positions, out, stream_));
+      DLLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + slot.out_offset, out,
+                                                static_cast<size_t>(slot.values) * sizeof(float),
+                                                cudaMemcpyDeviceToHost, stream_));
+    }
+    DLLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(probs_end_, stream_));
+    DLLM_RETURN_IF_ERROR(SyncInternal());
+    float elapsed_ms = 0;
+    DLLM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&elapsed_ms, probs_begin_, probs_end_));
+    for (const Slot& slot : slots) {
+      AttentionProbsOut* probs = sequences[slot.seq].probs;
+      std::memcpy(probs->values.data(), host + slot.out_offset,
+                  static_cast<size_t>(slot.values) * sizeof(float));
+      if (total_values > 0) {
+        probs->seconds += 1e-3 * elapsed_ms * static_cast<double>(slot.values) /
+                          static_cast<double>(total_values);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status EnsureProbsEvents() {
+    if (probs_begin_ == nullptr) DLLM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&probs_begin_));
+    if (probs_end_ == nullptr) DLLM_CUDA_RETURN_IF_ERROR(cudaEventCreate(&probs_end_));
+    return absl::OkStatus();
+  }
+
   // Validates the sequences against their slabs and packs them for the kernels.
   static absl::Status BuildSeqs(std::span<const AttentionSequence> sequences,
                                 const AttentionShape& shape, const char* what,
@@ -753,6 +853,8 @@ class CudaBackendImpl : public CudaBackend {
   CudaBackendOptions options_;
   std::shared_ptr<DeviceArena> arena_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t probs_begin_ = nullptr;  // AttentionWithProbs's decision-cost clock
+  cudaEvent_t probs_end_ = nullptr;
   std::unique_ptr<StagingRing> staging_;
   std::unique_ptr<cuda::LtGemm> gemm_;
   std::string device_name_;

@@ -32,6 +32,25 @@ DLLM_HD inline int64_t SlabElements(int num_layers, int capacity_positions, int 
   return static_cast<int64_t>(num_layers) * 2 * capacity_positions * kv_width;
 }
 
+// ---- Fused attention probabilities (SeqDesc::scores) ------------------------------------
+
+// A sequence's scores area: [heads][rows][kv_positions] scaled scores, then [heads][rows]
+// (max, sum) pairs of each row's softmax. The attention kernels write it; the normalizing
+// kernel reads it.
+DLLM_HD inline int64_t ScoresFloats(int num_heads, int rows, int kv_positions) {
+  return static_cast<int64_t>(num_heads) * rows * kv_positions +
+         2 * static_cast<int64_t>(num_heads) * rows;
+}
+// Where the score of (head, row r, position n) goes.
+DLLM_HD inline int64_t ScoreIndex(int head, int r, int n, int rows, int kv_positions) {
+  return (static_cast<int64_t>(head) * rows + r) * kv_positions + n;
+}
+// Where the (max, sum) pair of (head, row r) starts.
+DLLM_HD inline int64_t ScoreStatsIndex(int head, int r, int num_heads, int rows, int kv_positions) {
+  return static_cast<int64_t>(num_heads) * rows * kv_positions +
+         2 * (static_cast<int64_t>(head) * rows + r);
+}
+
 // ---- Attention tiles -----------------------------------------------------------------------
 
 // Query-row tiles of one sequence: ceil(rows / tile_rows).

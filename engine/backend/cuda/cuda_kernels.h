@@ -22,7 +22,11 @@ struct SeqDesc {
   int32_t kv_positions;
   int32_t row_begin;
   int32_t rows;
-  int32_t pad[2];
+  // Attention only; null: none. Not null: the attention kernel also writes each (head, row)'s
+  // scaled scores and its softmax's final max and sum there (cuda_index::ScoresFloats,
+  // ScoreIndex, ScoreStatsIndex): what LaunchAttentionProbsFinish turns into the
+  // head-averaged probabilities without a second q·k pass (the fused attention probabilities).
+  float* scores;
 };
 static_assert(sizeof(SeqDesc) == 32, "SeqDesc is uploaded as raw bytes");
 
@@ -96,6 +100,11 @@ cudaError_t LaunchKvScatter(const uint16_t* k, const uint16_t* v, const int32_t*
 cudaError_t LaunchAttention(const uint16_t* q, const SeqDesc* seqs, const AttnTile* tiles,
                             int num_tiles, const AttnParams& params, uint16_t* out,
                             cudaStream_t stream);
+// The fused probabilities of one sequence from its scores area (written by LaunchAttention):
+// out[r * kv_positions + n] = sum over heads h, in order, of (1/heads) ·
+// exp(score - max_h,r) / sum_h,r, fp32 on the device. Overwrites out.
+cudaError_t LaunchAttentionProbsFinish(const float* scores, int num_heads, int rows,
+                                       int kv_positions, float* out, cudaStream_t stream);
 // Head-averaged attention probabilities of seq's rows (Backend::AttentionProbabilities):
 // out[r * kv_positions + n], fp32 on the device, for r < seq.rows; `scratch` holds as many
 // floats (the per-head scores). Overwrites out; needs AttentionProbsSupportsHeadDim.

@@ -54,6 +54,31 @@ TEST_CASE("cuda index: attention tiles cover every row exactly once") {
   }
 }
 
+TEST_CASE("cuda index: a sequence's scores area holds every score and (max, sum) once") {
+  // The attention kernels write through ScoreIndex/ScoreStatsIndex, the normalizing kernel
+  // reads through them, and the backend sizes the area with ScoresFloats: the writes must
+  // tile the area exactly, or one head's row would overwrite another's.
+  for (int heads : {1, 3, 32}) {
+    for (int rows : {1, 5, 64}) {
+      for (int kv : {1, 7, 261}) {
+        std::vector<int> seen(static_cast<size_t>(cuda_index::ScoresFloats(heads, rows, kv)), 0);
+        for (int h = 0; h < heads; ++h) {
+          for (int r = 0; r < rows; ++r) {
+            for (int n = 0; n < kv; ++n) {
+              ++seen.at(static_cast<size_t>(cuda_index::ScoreIndex(h, r, n, rows, kv)));
+            }
+            const int64_t stats = cuda_index::ScoreStatsIndex(h, r, heads, rows, kv);
+            ++seen.at(static_cast<size_t>(stats));
+            ++seen.at(static_cast<size_t>(stats + 1));
+          }
+        }
+        INFO(heads << " heads, " << rows << " rows, " << kv << " positions");
+        CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda index: kv head mapping matches GQA repeat_interleave") {
   // Dream: 28 heads over 4 kv heads, 7 per group.
   for (int h = 0; h < 28; ++h) REQUIRE(cuda_index::KvHeadOf(h, 28, 4) == h / 7);
