@@ -33,6 +33,7 @@ with a "tune" object naming its method and specs), tune-<model>-vanilla-{val,tes
 
 Usage: bench/tune.py val|test|report|defaults MODEL_DIR [--bench PATH] [--limit N] [--out DIR]
                                             [--methods M1,M2,...]
+                                            [--vanilla-from DIR [--vanilla-sample N]]
 """
 import argparse
 import json
@@ -160,14 +161,66 @@ def this_session():
 
 def ensure_vanilla(args, model, tasks, stored):
     """Runs and stores vanilla on `tasks` unless `stored` already holds it, with the session
-    that measured it beside it (`stored`.session.json)."""
+    that measured it beside it (`stored`.session.json). With --vanilla-from, vanilla's answers
+    come from an earlier session's stored run instead, and only its cost is measured here
+    (sampled_vanilla)."""
     if os.path.exists(stored):
         return
-    tmp = stored + ".part"
-    bench(args, model, tasks, ["--none=false", "--answers-out", tmp])
+    earlier = (os.path.join(args.vanilla_from, os.path.basename(stored))
+               if args.vanilla_from else None)
+    if earlier and os.path.exists(earlier):
+        sampled_vanilla(args, model, tasks, earlier, stored)
+    else:
+        tmp = stored + ".part"
+        bench(args, model, tasks, ["--none=false", "--answers-out", tmp])
+        os.replace(tmp, stored)
     with open(stored + ".session.json", "w", encoding="utf-8") as f:
         json.dump(this_session(), f)
-    os.replace(tmp, stored)
+
+
+def sampled_vanilla(args, model, tasks, earlier, stored):
+    """Vanilla from an earlier session's stored run, its cost measured in this one. The engine
+    is exact and deterministic, so vanilla's answers do not depend on the session; its CPU
+    time per token does (docs/paper-comparison.md). So vanilla runs here on the first
+    --vanilla-sample items only: its answers must equal the stored ones item for item (else
+    the run stops, naming the first that differs), and its CPU and wall time per answer token
+    replace the stored ones. The answers, accuracy and rows come from `earlier`. This takes
+    vanilla on 500 test items from about 45 CPU minutes to the sample's share."""
+    with open(earlier, encoding="utf-8") as f:
+        line = json.loads(f.readline())
+    # A smoke run (--limit) measures exactly its items, so that their token count is known.
+    n = args.limit if args.limit else min(args.vanilla_sample, len(line["answers"]))
+    tmp = stored + ".sample"
+    sample_args = argparse.Namespace(**{**vars(args), "limit": n})
+    bench(sample_args, model, tasks, ["--none=false", "--answers-out", tmp])
+    with open(tmp, encoding="utf-8") as f:
+        sample = json.loads(f.readline())
+    os.remove(tmp)
+    for i, (here, there) in enumerate(zip(sample["answers"], line["answers"][:n])):
+        if here != there:
+            sys.exit(f"tune: vanilla's answer to item {i} differs from {earlier} "
+                     f"({here!r} here, {there!r} there): its answers cannot be reused; run "
+                     "without --vanilla-from")
+    if args.limit:  # a smoke run: the stored answers of its items only
+        for key in ("answers", "correct"):
+            line[key] = line[key][:n]
+        line["tokens"] = sample["tokens"]
+        line["row"]["accuracy"] = sum(line["correct"]) / len(line["correct"])
+        line["row"]["tasks"] = len(line["answers"])
+    row, measured = line["row"], sample["row"]
+    tokens = line["tokens"]
+    row["cpu_s_per_token"] = measured["cpu_s_per_token"]
+    row["cpu_s"] = measured["cpu_s"] / sample["tokens"] * tokens
+    row["wall_s"] = measured["wall_s"] / sample["tokens"] * tokens
+    row["tokens_per_s"] = tokens / row["wall_s"]
+    row["cost_sampled_items"] = n
+    row["answers_from"] = os.path.basename(earlier)
+    with open(stored + ".part", "w", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+    os.replace(stored + ".part", stored)
+    print(f"tune: vanilla's answers from {earlier}; its cost measured on {n} "
+          f"item{'' if n == 1 else 's'}, "
+          f"{1e3 * row['cpu_s_per_token']:.2f} CPU ms/token", file=sys.stderr)
 
 
 def check_one_session(stored, rows):
@@ -393,6 +446,11 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="first N items only (smoke runs)")
     ap.add_argument("--out", default=os.path.join("docs", "results"),
                     help="where the rows and stored baselines go")
+    ap.add_argument("--vanilla-from", default="",
+                    help="a directory with an earlier session's stored vanilla answers (e.g. "
+                    "docs/results): reuse its answers, measure only its cost (--vanilla-sample)")
+    ap.add_argument("--vanilla-sample", type=int, default=100,
+                    help="items vanilla runs on with --vanilla-from (default 100)")
     ap.add_argument("--methods", default=",".join(GRID),
                     help="comma-separated methods to run (default: all; e.g. two processes "
                     "sharing a model's work)")

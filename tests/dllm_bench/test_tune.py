@@ -107,6 +107,44 @@ class TuneTest(unittest.TestCase):
             with open(os.path.join(out, "tune-llada-cot-val.jsonl"), encoding="utf-8") as f:
                 self.assertEqual(len(f.readlines()), len(rows))
 
+    @unittest.skipUnless(os.environ.get("DLLM_BENCH"), "DLLM_BENCH names no dllm-bench")
+    def test_vanilla_answers_from_an_earlier_session(self):
+        """--vanilla-from: vanilla runs on the sample only, its answers equal the committed
+        run's (measured in another session, so this also checks that they reproduce), its
+        cost is this session's; a stored answer that differs stops the run, naming the item."""
+        committed = os.path.join("docs", "results", "tune-llada-cot-vanilla-val.answers.jsonl")
+        with open(committed, encoding="utf-8") as f:
+            line = json.loads(f.readline())
+
+        def run(out, vanilla_from):
+            return subprocess.run(
+                [sys.executable, tune.__file__, "val", "models/llada-cot", "--limit", "1",
+                 "--out", out, "--bench", os.environ["DLLM_BENCH"], "--methods", "dual",
+                 "--vanilla-from", vanilla_from], capture_output=True, text=True)
+        with tempfile.TemporaryDirectory() as out:
+            r = run(out, os.path.dirname(committed))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("measured on 1 item,", r.stderr)
+            stored = os.path.join(out, os.path.basename(committed))
+            with open(stored, encoding="utf-8") as f:
+                vanilla = json.loads(f.readline())
+            self.assertEqual(vanilla["answers"], line["answers"][:1])
+            self.assertEqual(vanilla["row"]["cost_sampled_items"], 1)
+            self.assertNotEqual(vanilla["row"]["cpu_s_per_token"], line["row"]["cpu_s_per_token"])
+            with open(stored + ".session.json", encoding="utf-8") as f:
+                self.assertEqual(json.load(f), tune.this_session())
+            with open(os.path.join(out, "tune-llada-cot-val.jsonl"), encoding="utf-8") as f:
+                self.assertEqual(len(f.readlines()), tune.BUDGET)
+        with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as earlier:
+            line["answers"][0] = "not what vanilla answers"
+            with open(os.path.join(earlier, os.path.basename(committed)), "w",
+                      encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+            r = run(out, earlier)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("vanilla's answer to item 0 differs", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "tune-llada-cot-val.jsonl")))
+
     def test_rows_of_another_session_stop_a_resumed_run(self):
         """A resumed search appends rows only in the session that measured the stored vanilla
         and the rows so far: CPU time per token does not compare across sessions. Rows name
