@@ -147,7 +147,7 @@ absl::Status ApplySetting(const nlohmann::json& setting, DecodingParams* decodin
     }
   }
   overrides.ApplyTo(decoding, cache);
-  return overrides.CheckReadBy(decoding->schedule);  // as the server checks a request
+  return overrides.CheckReadBy(*decoding);  // as the server checks a request
 }
 
 absl::StatusOr<std::vector<TimedRequest>> ReadRequests(const std::string& path,

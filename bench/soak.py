@@ -11,7 +11,7 @@ Four `dllm-client load` processes over gRPC, and HTTP keep-alive clients, run si
              connection (a new one only when the server closes it)
 The server's resident set size is sampled from /proc every few seconds.
 
-It reports, and fails (exit 1) unless both goals hold:
+It reports, and fails (exit 1) unless every goal holds:
   lost       requests whose end the server and client do not agree on: for every gRPC status,
              |client count - server's dllm_requests_total| summed, plus client calls without a
              definite status. Goal: 0. Replies that cross the client's deadline or cancel in
@@ -20,6 +20,9 @@ It reports, and fails (exit 1) unless both goals hold:
              (a GOAWAY race) as refused in transit.
   RSS drift  (mean RSS over the last tenth of the run - RSS after warm-up) / RSS after warm-up,
              warm-up being the first tenth of the run (at least 10 s). Goal: <= 10%.
+  refused    requests of the mixes the server refused as invalid (INVALID_ARGUMENT): every mix
+             sends valid requests, so a refusal means the soak stopped exercising its path.
+             Goal: 0.
 and p50/p99 latency of OK calls per mix.
 
 Usage: bench/soak.py --bin-dir build/bin [--minutes 10 | --seconds S] [--model DIR]
@@ -49,9 +52,10 @@ from tests.e2e.reliability_test import DEFINITE, wait_counts  # noqa: E402
 MIXES = [
     ("unary", ["--max-new-tokens", "16"]),
     ("stream", ["--max-new-tokens", "16", "--stream"]),
-    ("cancel", ["--max-new-tokens", "64", "--block-length", "16", "--stream",
-                "--cancel-after", "2"]),
-    ("deadline", ["--max-new-tokens", "64", "--block-length", "16", "--timeout", "0.3"]),
+    ("cancel", ["--max-new-tokens", "64", "--schedule", "block", "--block-length", "16",
+                "--stream", "--cancel-after", "2"]),
+    ("deadline", ["--max-new-tokens", "64", "--schedule", "block", "--block-length", "16",
+                  "--timeout", "0.3"]),
 ]
 STREAMS_PER_MIX = 16
 # HTTP statuses by the gRPC code the server counts them under (docs/http.md).
@@ -263,7 +267,9 @@ def main():
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(result, f, indent=2)
-        ok = lost == 0 and drift <= 0.10
+        invalid = client.get("INVALID_ARGUMENT", 0)
+        print("  refused as invalid: %d (goal 0)" % invalid)
+        ok = lost == 0 and drift <= 0.10 and invalid == 0
         print("soak: %s" % ("PASS" if ok else "FAIL"))
         return 0 if ok else 1
     finally:

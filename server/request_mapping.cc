@@ -201,7 +201,6 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   k = defaults.cache;
   DLLM_ASSIGN_OR_RETURN(given, ReadProtoParams(request.decoding(), request.cache()));
   given.ApplyTo(&p, &k);
-  DLLM_RETURN_IF_ERROR(given.CheckReadBy(p.schedule));
   if (!request.decoding().has_block_length() && p.schedule == Schedule::kBlock &&
       p.block_length > out.max_new_tokens && out.max_new_tokens >= 1) {
     // A default block longer than a short answer would be rejected by the engine; one
@@ -210,6 +209,8 @@ absl::StatusOr<GenerationRequest> ToGenerationRequest(const v1::GenerateRequest&
   }
   DLLM_RETURN_IF_ERROR(
       ValidateParams(out.max_new_tokens, p, k, ToParamLimits(limits, model.vocab_size)));
+  // Values first (a bad value is the more basic error), then knobs this decoding ignores.
+  DLLM_RETURN_IF_ERROR(given.CheckReadBy(p));
 
   if (request.has_n() && (request.n() < 1 || request.n() > limits.max_choices)) {
     return Invalid("n", request.n() < 1 ? absl::StrCat(request.n(), " must be >= 1")

@@ -194,6 +194,7 @@ void AddScheduleRows(std::vector<ParamField>* t) {
                         .doc = "total denoising steps of the quota schedules; 0: one per answer "
                                "token"}),
       "max_steps", [](const ParamLimits& l) -> double { return l.max_steps; }));
+  t->back().quota_only = true;
   t->push_back(ForSchedules(
       WithLimit(Field<&D::block_length>(
                     {.name = "block_length",
@@ -617,12 +618,21 @@ DecodingParams DefaultsForSchedule(const DecodingParams& defaults, Schedule sche
   return out;
 }
 
-absl::Status ParamOverrides::CheckReadBy(Schedule schedule) const {
+absl::Status ParamOverrides::CheckReadBy(const DecodingParams& resolved) const {
+  const bool threshold_decoding =
+      resolved.schedule != Schedule::kTimestep && resolved.confidence_threshold > 0;
   for (const auto& [f, v] : values_) {
-    if (f->section == ParamSection::kDecoding && !Reads(*f, schedule)) {
+    if (f->section != ParamSection::kDecoding) continue;
+    if (f->quota_only && threshold_decoding) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f->FullName(),
+          ": threshold decoding (decoding.confidence_threshold > 0) commits by confidence and "
+          "does not read it; set confidence_threshold 0 for a fixed quota per step"));
+    }
+    if (!Reads(*f, resolved.schedule)) {
       return absl::InvalidArgumentError(
           absl::StrCat(f->FullName(), ": ", ScheduleReaders(f->schedules),
-                       " it, and this request decodes with the ", Name(schedule),
+                       " it, and this request decodes with the ", Name(resolved.schedule),
                        " schedule; set decoding.schedule, or leave the field unset"));
     }
   }

@@ -84,6 +84,10 @@ struct ParamField {
   // A rule beyond the domain, checked before it (the allowed cache policies; top_k against
   // the vocabulary; tau's NaN). Returns the reason, without the field name; empty: valid.
   std::string (*extra_check)(const ParamValue&, const ParamLimits&) = nullptr;
+  // Read only by quota decoding, a fixed count of commits per step: the timestep schedule,
+  // or the block and window schedules at confidence_threshold 0 (steps). Threshold decoding
+  // commits by confidence and ignores it.
+  bool quota_only = false;
 
   std::string FullName() const;  // "cache.entropy_threshold"
 };
@@ -179,12 +183,13 @@ class ParamOverrides {
   // switches), so a request, setting or config that names its tau gets exactly that tau.
   void ApplyTo(DecodingParams* decoding, CacheParams* cache) const;
 
-  // INVALID_ARGUMENT naming the first given decoding field that `schedule` does not read
-  // (ParamField::schedules), e.g. block_length for a request that decodes with the window
-  // schedule: a knob that would be silently ignored is a caller's mistake. Requests are
-  // checked; configured defaults are not (a default block_length serves the requests that
+  // INVALID_ARGUMENT naming the first given decoding field that the decoding `resolved`
+  // describes does not read (ParamField::schedules, ParamField::quota_only), e.g.
+  // block_length for a request that decodes with the window schedule, or steps under
+  // threshold decoding: a knob that would be silently ignored is a caller's mistake. Requests
+  // are checked; configured defaults are not (a default block_length serves the requests that
   // pick the block schedule).
-  absl::Status CheckReadBy(Schedule schedule) const;
+  absl::Status CheckReadBy(const DecodingParams& resolved) const;
 
  private:
   std::vector<std::pair<const ParamField*, ParamValue>> values_;

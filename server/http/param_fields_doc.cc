@@ -48,6 +48,7 @@ std::string AppliesTo(const ParamField& f) {
   std::vector<std::string> names;
   for (CachePolicyKind p : f.policies) names.emplace_back(Name(p));
   for (Schedule s : f.schedules) names.emplace_back(Name(s));
+  if (f.quota_only) names.emplace_back("quota decoding (threshold 0, or timestep)");
   return names.empty() ? "all" : absl::StrJoin(names, ", ");
 }
 
@@ -77,6 +78,7 @@ json ParamFieldsJson() {
                       {"choices", std::move(choices)},
                       {"default", DefaultJson(f)},
                       {"optional", f.optional},
+                      {"quota_only", f.quota_only},
                       {"policies", std::move(policies)},
                       {"schedules", std::move(schedules)}});
   }

@@ -120,11 +120,15 @@ function setOptions(select, values, selected) {
   select.replaceChildren(...values.map((v) => new Option(v, v, false, v === selected)));
 }
 
-// A field matters when the side's schedule and cache policy read it; the others are greyed
-// out and not sent (the server would ignore them, and the run title would list them).
+// A field matters when the side's schedule and cache policy read it, and a quota-only field
+// (steps) also needs quota decoding (the timestep schedule, or threshold 0); the others are
+// greyed out and not sent (the server refuses a knob its decoding would ignore).
 function relevant(side, f) {
   const reads = (list, name) => list.length === 0 || list.includes(knob(side, name)?.value);
-  return reads(f.schedules, "schedule") && reads(f.policies, "policy");
+  const quota = () => knob(side, "schedule")?.value === "timestep" ||
+                      !(Number(knob(side, "confidence_threshold")?.value) > 0);
+  return reads(f.schedules, "schedule") && reads(f.policies, "policy") &&
+         (!f.quota_only || quota());
 }
 
 function updateRelevance(side) {

@@ -269,23 +269,41 @@ TEST_CASE("param overrides: another schedule starts from its plain knobs", "[cor
   CHECK(same.confidence_threshold == 0.9f);
 }
 
-TEST_CASE("param overrides: a knob the request's schedule does not read is refused",
+TEST_CASE("param overrides: a knob the request's decoding does not read is refused",
           "[core][fields]") {
+  DecodingParams block;
+  block.schedule = Schedule::kBlock;
+  DecodingParams window;
+  window.schedule = Schedule::kWindow;
+  window.confidence_threshold = 0.9f;
+  DecodingParams timestep;
+  timestep.schedule = Schedule::kTimestep;
   ParamOverrides o;
   REQUIRE(o.SetTo("decoding.block_length", 8).ok());
-  REQUIRE(o.SetTo("decoding.steps", 8).ok());  // every schedule may read it
-  CHECK(o.CheckReadBy(Schedule::kBlock).ok());
-  CHECK(ErrorOf(o.CheckReadBy(Schedule::kWindow)) ==
+  REQUIRE(o.SetTo("decoding.steps", 8).ok());  // read by a quota schedule
+  CHECK(o.CheckReadBy(block).ok());
+  ParamOverrides quota;
+  REQUIRE(quota.SetTo("decoding.steps", 8).ok());
+  CHECK(ErrorOf(quota.CheckReadBy(window)) ==
+        "decoding.steps: threshold decoding (decoding.confidence_threshold > 0) commits by "
+        "confidence and does not read it; set confidence_threshold 0 for a fixed quota per "
+        "step");
+  window.confidence_threshold = 0;  // the window with a fixed quota reads steps
+  CHECK(quota.CheckReadBy(window).ok());
+  CHECK(ErrorOf(o.CheckReadBy(window)) ==
         "decoding.block_length: the block schedule reads it, and this request decodes with the "
         "window schedule; set decoding.schedule, or leave the field unset");
   ParamOverrides t;
   REQUIRE(t.SetTo("decoding.threshold", 0.5f).ok());
   REQUIRE(t.SetTo("cache.k", 4).ok());  // cache fields are not the schedule's
-  CHECK(t.CheckReadBy(Schedule::kWindow).ok());
-  CHECK(ErrorOf(t.CheckReadBy(Schedule::kTimestep)) ==
+  CHECK(t.CheckReadBy(window).ok());
+  CHECK(ErrorOf(t.CheckReadBy(timestep)) ==
         "decoding.confidence_threshold: the block and window schedules read it, and this "
         "request decodes with the timestep schedule; set decoding.schedule, or leave the field "
         "unset");
+  ParamOverrides steps;  // the timestep schedule reads steps whatever the threshold
+  REQUIRE(steps.SetTo("decoding.steps", 8).ok());
+  CHECK(steps.CheckReadBy(timestep).ok());
 }
 
 }  // namespace
