@@ -280,24 +280,25 @@ bool Correct(const Task& task, const std::string& text) {
 DecodingParams ParseDecoding(const std::string& spec, const DecodingParams& defaults, int gen) {
   std::string head;
   auto opts = ParseOptions(spec, &head);
-  // Each head starts from the model's defaults moved to its schedule (so the families'
-  // window threshold does not carry into "block"), then takes the head's own knobs.
-  DecodingParams d;
-  if (head == "block") {
-    d = DefaultsForSchedule(defaults, Schedule::kBlock);
-    if (defaults.schedule != Schedule::kBlock) d.remasking = Remasking::kLowConfidence;
-    d.block_length = std::min(32, gen);
-  } else if (head == "window") {
-    d = DefaultsForSchedule(defaults, Schedule::kWindow);
-    if (d.remasking == Remasking::kOrigin) d.remasking = Remasking::kLowConfidence;
-    d.window = 16;
-    d.confidence_threshold = 0.9f;
-  } else if (head == "timestep") {
-    d = DefaultsForSchedule(defaults, Schedule::kTimestep);
-    if (defaults.schedule != Schedule::kTimestep) d.remasking = Remasking::kEntropy;
-    d.confidence_threshold = 0;
-  } else {
-    Die("unknown decoding '" + head + "' (block|window|timestep)");
+  const std::optional<Schedule> schedule = ParseSchedule(head);
+  if (!schedule) Die("unknown decoding '" + head + "' (block|window|timestep)");
+  // The model's defaults moved to the head's schedule (so the families' window threshold does
+  // not carry into "block"), then the head's own knobs.
+  DecodingParams d = DefaultsForSchedule(defaults, *schedule);
+  switch (*schedule) {
+    case Schedule::kBlock:
+      if (defaults.schedule != Schedule::kBlock) d.remasking = Remasking::kLowConfidence;
+      d.block_length = std::min(32, gen);
+      break;
+    case Schedule::kWindow:
+      if (d.remasking == Remasking::kOrigin) d.remasking = Remasking::kLowConfidence;
+      d.window = 16;
+      d.confidence_threshold = 0.9f;
+      break;
+    case Schedule::kTimestep:
+      if (defaults.schedule != Schedule::kTimestep) d.remasking = Remasking::kEntropy;
+      d.confidence_threshold = 0;
+      break;
   }
   CacheParams unused;
   ApplySpecOptions(ParamSection::kDecoding, opts, spec, &d, &unused);

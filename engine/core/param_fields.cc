@@ -619,8 +619,7 @@ DecodingParams DefaultsForSchedule(const DecodingParams& defaults, Schedule sche
 }
 
 absl::Status ParamOverrides::CheckReadBy(const DecodingParams& resolved) const {
-  const bool threshold_decoding =
-      resolved.schedule != Schedule::kTimestep && resolved.confidence_threshold > 0;
+  const bool threshold_decoding = UsesThresholdDecoding(resolved);
   for (const auto& [f, v] : values_) {
     if (f->section != ParamSection::kDecoding) continue;
     if (f->quota_only && threshold_decoding) {

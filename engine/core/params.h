@@ -54,6 +54,13 @@ struct DecodingParams {
   int max_denoising_steps = 0;
 };
 
+// Whether `p` commits by confidence (threshold decoding) rather than by a quota per step: the
+// block and window schedules at confidence_threshold > 0. The decoder's commit rule and the
+// request check of quota-only knobs (steps) both ask this.
+inline bool UsesThresholdDecoding(const DecodingParams& p) {
+  return p.schedule != Schedule::kTimestep && p.confidence_threshold > 0;
+}
+
 enum class CachePolicyKind {
   kNone,      // vanilla: full forward every step
   kEntropy,   // EntropyCache

@@ -223,7 +223,7 @@ absl::StatusOr<std::vector<CommittedToken>> Decoder::Commit(std::span<const RowS
       const float u = CounterUniform(p.seed, rows[i].position, step_, 0, kDomainOrigin);
       if (u < fraction) picks.push_back(static_cast<int32_t>(i));
     }
-  } else if (p.schedule != Schedule::kTimestep && p.confidence_threshold > 0) {
+  } else if (UsesThresholdDecoding(p)) {
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].token_prob >= p.confidence_threshold) picks.push_back(static_cast<int32_t>(i));
     if (picks.empty() && !rows.empty()) picks.push_back(RankedCandidates(rows).front());
